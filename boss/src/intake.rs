@@ -1,0 +1,167 @@
+//! Missions in: the `boss.missions` service. A mission is parsed, checked,
+//! recorded durably, and only then answered with its swarm id.
+
+use async_nats::{HeaderMap, service::Request};
+use bytes::Bytes;
+use chrono::Utc;
+use swarm_common::{
+    Codec, ErrorBody, ErrorCode, Limits, headers as h,
+    mission::{
+        MissionErrorReply, MissionRecord, MissionReply, MissionStatus, parse_mission, swarm_id_for,
+    },
+    subjects,
+};
+use swarm_runtime::{Infra, wire};
+use tracing::{info, warn};
+
+/// What intake needs.
+pub struct Intake {
+    /// Streams and buckets.
+    pub infra: Infra,
+    /// Limits missions are accepted with.
+    pub limits: Limits,
+    /// This boss's agent id.
+    pub agent_id: String,
+}
+
+impl Intake {
+    /// Handles one request on `boss.missions`: answers it if it has a reply
+    /// subject, and records a refused mission sent without one as a dead letter.
+    pub async fn handle(&self, request: Request) {
+        let msg = &request.message;
+        let headers = msg.headers.as_ref();
+        let parsed = parse_mission(
+            wire::header(headers, h::CONTENT_TYPE),
+            wire::header(headers, h::PROTOCOL_VERSION),
+            &msg.payload,
+            &self.limits,
+        );
+        let (reply, format) = match parsed {
+            Ok((mission, format)) => match self.accept(mission).await {
+                Ok(reply) => (Ok(reply), format),
+                Err(e) => (Err(e), format),
+            },
+            Err((e, format)) => (Err(e), format),
+        };
+        let codec = format.reply_codec();
+        let (body, error_headers) = match &reply {
+            Ok(r) => (codec.encode(r), None),
+            Err(e) => {
+                warn!(code = %e.code, reason = %e.message, "mission refused");
+                (
+                    codec.encode(&MissionErrorReply { error: e.clone() }),
+                    Some(e),
+                )
+            }
+        };
+        let body = match body {
+            Ok(b) => Bytes::from(b),
+            Err(e) => {
+                warn!(error = %e, "cannot encode mission reply");
+                return;
+            }
+        };
+        if msg.reply.is_none() {
+            if let Err(e) = &reply
+                && let Err(dl) = wire::dead_letter(
+                    &self.infra.js,
+                    "boss",
+                    &msg.subject,
+                    e.clone(),
+                    &msg.payload,
+                    &self.agent_id,
+                )
+                .await
+            {
+                warn!(error = %dl, "cannot record a refused mission as a dead letter");
+            }
+            return;
+        }
+        let mut hdrs = HeaderMap::new();
+        hdrs.insert(h::CONTENT_TYPE, codec.content_type());
+        hdrs.insert(h::PROTOCOL_VERSION, swarm_common::PROTOCOL_VERSION);
+        if let Some(e) = error_headers {
+            // The NATS service convention, so `nats req` and micro clients see an error.
+            hdrs.insert(h::SERVICE_ERROR, e.message.as_str());
+            hdrs.insert(h::SERVICE_ERROR_CODE, e.code.status().to_string().as_str());
+        }
+        if let Err(e) = request.respond_with_headers(Ok(body), hdrs).await {
+            warn!(error = %e, "cannot answer mission request");
+        }
+    }
+
+    /// Records an accepted mission (KV record, then the missions stream the
+    /// planners consume) and returns the reply. The same mission id gives the
+    /// same swarm id and `duplicate: true`.
+    async fn accept(
+        &self,
+        request: swarm_common::mission::MissionRequest,
+    ) -> Result<MissionReply, ErrorBody> {
+        let swarm_id = swarm_id_for(request.mission_id.as_deref());
+        let now = Utc::now();
+        let record = MissionRecord {
+            swarm_id: swarm_id.clone(),
+            request,
+            status: MissionStatus::Accepted,
+            accepted_at: now,
+            updated_at: now,
+            plan: None,
+            overall_status: None,
+            report_object: None,
+            report_file: None,
+            error: None,
+        };
+        let internal = |what: &str, e: &dyn std::fmt::Display| {
+            let mut err = ErrorBody::new(ErrorCode::Internal, format!("{what}: {e}"));
+            err.retriable = true;
+            err
+        };
+        let bytes = Bytes::from(Codec::MsgPack.encode(&record).map_err(ErrorBody::from)?);
+        let mut duplicate = false;
+        match self.infra.missions.create(&swarm_id, bytes.clone()).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == async_nats::jetstream::kv::CreateErrorKind::AlreadyExists => {
+                duplicate = true;
+                // Accepted before. If it was never handed to a planner (the
+                // earlier attempt failed half-way), hand it over now.
+                let existing = self
+                    .infra
+                    .missions
+                    .get(&swarm_id)
+                    .await
+                    .map_err(|e| internal("reading the mission record", &e))?;
+                let status = existing
+                    .and_then(|b| Codec::MsgPack.decode::<MissionRecord>(&b).ok())
+                    .map(|r| r.status);
+                if status != Some(MissionStatus::Accepted) {
+                    info!(%swarm_id, "duplicate mission; already under way");
+                    return Ok(MissionReply {
+                        swarm_id,
+                        status: "accepted".into(),
+                        duplicate,
+                    });
+                }
+            }
+            Err(e) => return Err(internal("recording the mission", &e)),
+        }
+        let ack = self
+            .infra
+            .js
+            .publish_with_headers(
+                subjects::mission_record(&swarm_id),
+                wire::headers(Codec::MsgPack, Some(&swarm_id)),
+                bytes,
+            )
+            .await
+            .map_err(|e| internal("recording the mission", &e))?
+            .await
+            .map_err(|e| internal("recording the mission", &e))?;
+        duplicate |= ack.duplicate;
+        info!(%swarm_id, duplicate, "mission accepted");
+        Ok(MissionReply {
+            swarm_id,
+            status: "accepted".into(),
+            duplicate,
+        })
+    }
+}

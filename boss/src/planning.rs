@@ -1,0 +1,164 @@
+//! Planning: turns each accepted mission into a `SwarmDeployment` for the
+//! managers. Boss replicas share one durable consumer on the missions
+//! stream, so a boss that dies while planning leaves the mission to another.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use async_nats::jetstream::{self, AckKind};
+use chrono::Utc;
+use swarm_common::{
+    Envelope, ErrorBody, ErrorMessage, Limits, SwarmDeployment, SwarmDeploymentPlan,
+    mission::{MissionRecord, MissionStatus},
+    subjects,
+    validate::validate_plan,
+};
+use swarm_runtime::{Infra, wire};
+use tracing::{info, warn};
+
+use crate::records;
+
+/// What the planner needs.
+pub struct Planner {
+    /// Streams and buckets.
+    pub infra: Infra,
+    /// Limits plans are checked against.
+    pub limits: Limits,
+    /// This boss's agent id.
+    pub agent_id: String,
+    /// Tools the workers offer, for the offline planner.
+    pub tool_names: Vec<String>,
+}
+
+impl Planner {
+    /// Plans one recorded mission and acks it once the deployment is stored.
+    pub async fn handle(&self, msg: jetstream::Message) {
+        let record: MissionRecord = match wire::codec_of(msg.headers.as_ref())
+            .and_then(|c| c.decode(&msg.payload).map_err(ErrorBody::from))
+        {
+            Ok(r) => r,
+            Err(e) => {
+                if wire::dead_letter(
+                    &self.infra.js,
+                    "boss",
+                    &msg.subject,
+                    e,
+                    &msg.payload,
+                    &self.agent_id,
+                )
+                .await
+                .is_ok()
+                {
+                    let _ = msg.ack_with(AckKind::Term).await;
+                }
+                return;
+            }
+        };
+        let swarm_id = record.swarm_id.clone();
+        match self.plan_and_deploy(&record).await {
+            Ok(()) => {
+                let _ = msg.ack().await;
+            }
+            Err(e) => {
+                warn!(%swarm_id, error = format!("{e:#}"), "planning failed; the mission will be retried");
+                let _ = msg
+                    .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                    .await;
+            }
+        }
+    }
+
+    async fn plan_and_deploy(&self, record: &MissionRecord) -> anyhow::Result<()> {
+        let swarm_id = &record.swarm_id;
+        let current = records::load(&self.infra.missions, swarm_id).await?;
+        if let Some((r, _)) = &current
+            && r.status != MissionStatus::Accepted
+        {
+            info!(%swarm_id, status = ?r.status, "mission already planned");
+            return Ok(());
+        }
+        let request = &record.request;
+        let plan: SwarmDeploymentPlan = match &request.plan {
+            Some(p) => {
+                let mut p = p.clone();
+                if p.planner.is_empty() {
+                    p.planner = "explicit".into();
+                }
+                p
+            }
+            None => swarm_agent::planner::offline_plan(&request.mission, &self.tool_names),
+        };
+        if let Err(e) = validate_plan(&plan, &self.limits) {
+            return self.fail(record, e).await;
+        }
+        let minutes = request
+            .max_execution_minutes
+            .unwrap_or(self.limits.max_execution_minutes);
+        let deployment = SwarmDeployment {
+            mission: request.mission.clone(),
+            mission_id: request.mission_id.clone(),
+            plan: plan.clone(),
+            limits: self.limits.clone(),
+            accepted_at: record.accepted_at,
+            deadline: record.accepted_at + chrono::Duration::minutes(i64::from(minutes)),
+        };
+        let tasks = swarm_common::validate::expand_tasks(&plan).len();
+        let env = Envelope::new(
+            self.agent_id.as_str(),
+            "manager",
+            swarm_id.as_str(),
+            swarm_id.as_str(),
+            deployment,
+        );
+        wire::publish(
+            &self.infra.js,
+            subjects::deploy(swarm_id),
+            &env,
+            Some(&format!("{swarm_id}.deploy")),
+        )
+        .await
+        .context("publishing the deployment")?;
+        records::update(&self.infra.missions, swarm_id, Some(record), |r| {
+            r.status = MissionStatus::Deployed;
+            r.plan = Some(plan.clone());
+        })
+        .await?;
+        info!(%swarm_id, tasks, workers = plan.workers.len(), planner = %plan.planner, "swarm deployed");
+        Ok(())
+    }
+
+    /// Records a mission that cannot be planned, and tells its watchers why.
+    async fn fail(&self, record: &MissionRecord, error: ErrorBody) -> anyhow::Result<()> {
+        let swarm_id = &record.swarm_id;
+        warn!(%swarm_id, reason = %error.message, "mission cannot be planned");
+        let env = Envelope::new(
+            self.agent_id.as_str(),
+            "client",
+            swarm_id.as_str(),
+            swarm_id.as_str(),
+            ErrorMessage {
+                task_id: None,
+                attempt: None,
+                error: ErrorBody {
+                    message: format!("planning failed: {}", error.message),
+                    ..error.clone()
+                },
+            },
+        );
+        wire::publish(
+            &self.infra.js,
+            subjects::error(swarm_id),
+            &env,
+            Some(&format!("{swarm_id}.plan-error")),
+        )
+        .await
+        .context("publishing the planning error")?;
+        records::update(&self.infra.missions, swarm_id, Some(record), |r| {
+            r.status = MissionStatus::Failed;
+            r.error = Some(error.clone());
+            r.updated_at = Utc::now();
+        })
+        .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,130 @@
+//! Final reports out: each `FinalReport` becomes a self-contained HTML page,
+//! stored in the `reports` object store and written to the reports folder.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use async_nats::jetstream::{self, AckKind};
+use swarm_common::{FinalReport, mission::MissionStatus, subjects::Subject};
+use swarm_runtime::{Infra, wire};
+use tracing::{info, warn};
+
+use crate::{records, report};
+
+/// What the report renderer needs.
+pub struct Reporter {
+    /// Streams and buckets.
+    pub infra: Infra,
+    /// Where HTML files are written.
+    pub reports_dir: PathBuf,
+    /// This boss's agent id.
+    pub agent_id: String,
+}
+
+/// The object store name of a swarm's HTML report.
+pub fn object_name(swarm_id: &str) -> String {
+    format!("{swarm_id}.html")
+}
+
+impl Reporter {
+    /// Renders one final report and acks it once the page is stored.
+    pub async fn handle(&self, msg: jetstream::Message) {
+        let swarm_id = match Subject::parse(&msg.subject) {
+            Some(Subject::Report { swarm_id }) => swarm_id.to_string(),
+            _ => String::new(),
+        };
+        let envelope = match wire::decode::<FinalReport>(msg.headers.as_ref(), &msg.payload) {
+            Ok(env) if env.swarm_id == swarm_id => env,
+            Ok(env) => {
+                let e = swarm_common::ErrorBody::new(
+                    swarm_common::ErrorCode::ValidationFailed,
+                    format!(
+                        "report for swarm {:?} on the subject of {swarm_id:?}",
+                        env.swarm_id
+                    ),
+                );
+                self.reject(&msg, e).await;
+                return;
+            }
+            Err(e) => {
+                self.reject(&msg, e).await;
+                return;
+            }
+        };
+        match self.render(&swarm_id, &envelope.body).await {
+            Ok(path) => {
+                info!(%swarm_id, overall_status = ?envelope.body.overall_status, path = %path.display(), "report rendered");
+                let _ = msg.ack().await;
+            }
+            Err(e) => {
+                warn!(%swarm_id, error = format!("{e:#}"), "cannot render the report; will retry");
+                let _ = msg
+                    .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                    .await;
+            }
+        }
+    }
+
+    async fn reject(&self, msg: &jetstream::Message, e: swarm_common::ErrorBody) {
+        if wire::dead_letter(
+            &self.infra.js,
+            "boss",
+            &msg.subject,
+            e,
+            &msg.payload,
+            &self.agent_id,
+        )
+        .await
+        .is_ok()
+        {
+            let _ = msg.ack_with(AckKind::Term).await;
+        }
+    }
+
+    async fn render(&self, swarm_id: &str, final_report: &FinalReport) -> anyhow::Result<PathBuf> {
+        let record = records::load(&self.infra.missions, swarm_id)
+            .await?
+            .map(|(r, _)| r);
+        let html = report::render_html(&report::ReportInput {
+            swarm_id,
+            mission: &final_report.mission,
+            mission_id: record
+                .as_ref()
+                .and_then(|r| r.request.mission_id.as_deref()),
+            plan: record.as_ref().and_then(|r| r.plan.as_ref()),
+            report: final_report,
+            rendered_by: &self.agent_id,
+        })?;
+        let name = object_name(swarm_id);
+        self.infra
+            .reports
+            .put(name.as_str(), &mut html.as_bytes())
+            .await
+            .context("storing the report in the object store")?;
+        tokio::fs::create_dir_all(&self.reports_dir)
+            .await
+            .with_context(|| format!("creating {}", self.reports_dir.display()))?;
+        let path = self.reports_dir.join(&name);
+        let tmp = self.reports_dir.join(format!(".{name}.tmp"));
+        tokio::fs::write(&tmp, html.as_bytes())
+            .await
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        tokio::fs::rename(&tmp, &path)
+            .await
+            .context("placing the report file")?;
+        let path = std::fs::canonicalize(&path).unwrap_or(path);
+        let file = path.display().to_string();
+        let status = final_report.overall_status;
+        if record.is_some() {
+            records::update(&self.infra.missions, swarm_id, None, |r| {
+                r.status = MissionStatus::Reported;
+                r.overall_status = Some(status);
+                r.report_object = Some(name.clone());
+                r.report_file = Some(file.clone());
+            })
+            .await?;
+        }
+        Ok(path)
+    }
+}

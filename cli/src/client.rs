@@ -1,0 +1,243 @@
+//! The client side of Swarm: submit a mission, follow it to its report,
+//! read a swarm's state, cancel it, fetch its HTML report.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use async_nats::{
+    Client, HeaderMap,
+    jetstream::{self, consumer::DeliverPolicy, consumer::pull, kv},
+};
+use bytes::Bytes;
+use futures::StreamExt;
+use swarm_common::{
+    Codec, Control, Envelope, ErrorMessage, FinalReport, ProgressUpdate, ResultSubmission,
+    SwarmState, headers as h,
+    mission::{MissionErrorReply, MissionRecord, MissionReply, MissionRequest},
+    subjects::{self, Subject},
+};
+use tokio::io::AsyncReadExt;
+
+/// Submits a mission to `boss.missions` as JSON and returns the boss's answer.
+pub async fn submit(
+    client: &Client,
+    request: &MissionRequest,
+    timeout: Duration,
+) -> anyhow::Result<MissionReply> {
+    let mut headers = HeaderMap::new();
+    headers.insert(h::CONTENT_TYPE, swarm_common::codec::JSON);
+    let body = Bytes::from(Codec::Json.encode(request)?);
+    let reply = tokio::time::timeout(
+        timeout,
+        client.request_with_headers(subjects::MISSIONS, headers, body),
+    )
+    .await
+    .map_err(|_| {
+        anyhow::anyhow!(
+            "no boss answered on {} within {timeout:?}",
+            subjects::MISSIONS
+        )
+    })?
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "no boss answered on {}: {e} (is a boss running?)",
+            subjects::MISSIONS
+        )
+    })?;
+    if let Ok(err) = Codec::Json.decode::<MissionErrorReply>(&reply.payload) {
+        bail!(
+            "mission refused: {} ({})",
+            err.error.message,
+            err.error.code
+        );
+    }
+    Codec::Json
+        .decode::<MissionReply>(&reply.payload)
+        .context("the boss's reply is not a mission reply")
+}
+
+/// One thing that happened to a swarm, as a watcher sees it.
+#[derive(Debug, Clone)]
+pub enum Update {
+    /// A task's progress.
+    Progress(ProgressUpdate),
+    /// A task's result was submitted (not yet reviewed).
+    Result(ResultSubmission),
+    /// An error concerning the swarm or one of its tasks.
+    Error(ErrorMessage),
+    /// The final report: the watch ends.
+    Report(Box<FinalReport>),
+}
+
+/// Follows a swarm from its first message (a late watcher replays the
+/// history) and calls `on_update` for each, until the final report or a
+/// planning error arrives or `timeout` passes.
+pub async fn watch(
+    client: &Client,
+    swarm_id: &str,
+    timeout: Duration,
+    mut on_update: impl FnMut(&Update),
+) -> anyhow::Result<FinalReport> {
+    let js = jetstream::new(client.clone());
+    let stream = js
+        .get_stream(subjects::A2AP_STREAM)
+        .await
+        .context("opening the A2AP stream (is the cluster set up?)")?;
+    let consumer = stream
+        .create_consumer(pull::OrderedConfig {
+            filter_subject: subjects::swarm_events(swarm_id),
+            deliver_policy: DeliverPolicy::All,
+            ..Default::default()
+        })
+        .await
+        .context("following the swarm")?;
+    let mut messages = consumer.messages().await.context("following the swarm")?;
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let next = tokio::time::timeout_at(deadline, messages.next())
+            .await
+            .map_err(|_| anyhow::anyhow!("no final report for {swarm_id} within {timeout:?}"))?;
+        let Some(msg) = next else {
+            bail!("the swarm's message stream ended");
+        };
+        let msg = msg.context("following the swarm")?;
+        let headers = msg.headers.as_ref();
+        let update = match Subject::parse(&msg.subject) {
+            Some(Subject::Progress { .. }) => {
+                swarm_runtime::wire::decode::<ProgressUpdate>(headers, &msg.payload)
+                    .ok()
+                    .map(|e| Update::Progress(e.body))
+            }
+            Some(Subject::Result { .. }) => {
+                swarm_runtime::wire::decode::<ResultSubmission>(headers, &msg.payload)
+                    .ok()
+                    .map(|e| Update::Result(e.body))
+            }
+            Some(Subject::Error { .. }) => {
+                swarm_runtime::wire::decode::<ErrorMessage>(headers, &msg.payload)
+                    .ok()
+                    .map(|e| Update::Error(e.body))
+            }
+            Some(Subject::Report { .. }) => {
+                swarm_runtime::wire::decode::<FinalReport>(headers, &msg.payload)
+                    .ok()
+                    .map(|e| Update::Report(Box::new(e.body)))
+            }
+            _ => None,
+        };
+        let Some(update) = update else { continue };
+        on_update(&update);
+        match update {
+            Update::Report(report) => return Ok(*report),
+            Update::Error(e) if e.task_id.is_none() => {
+                bail!("the mission failed before it started: {}", e.error.message)
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A swarm's state from the `swarms` bucket.
+pub async fn state(client: &Client, swarm_id: &str) -> anyhow::Result<Option<SwarmState>> {
+    let js = jetstream::new(client.clone());
+    let store = js
+        .get_key_value(subjects::SWARMS_BUCKET)
+        .await
+        .context("opening the swarms bucket")?;
+    decode_entry(&store, swarm_id).await
+}
+
+/// A mission's record from the `missions` bucket.
+pub async fn mission(client: &Client, swarm_id: &str) -> anyhow::Result<Option<MissionRecord>> {
+    let js = jetstream::new(client.clone());
+    let store = js
+        .get_key_value(subjects::MISSIONS_BUCKET)
+        .await
+        .context("opening the missions bucket")?;
+    decode_entry(&store, swarm_id).await
+}
+
+async fn decode_entry<T: serde::de::DeserializeOwned>(
+    store: &kv::Store,
+    key: &str,
+) -> anyhow::Result<Option<T>> {
+    if !subjects::is_token(key) {
+        bail!("{key:?} is not a swarm id");
+    }
+    match store.get(key).await.context("reading the bucket")? {
+        Some(bytes) => Ok(Some(
+            Codec::MsgPack
+                .decode(&bytes)
+                .context("decoding the stored value")?,
+        )),
+        None => Ok(None),
+    }
+}
+
+/// Waits until the boss has rendered the swarm's HTML report and returns its record.
+pub async fn wait_for_rendering(
+    client: &Client,
+    swarm_id: &str,
+    timeout: Duration,
+) -> anyhow::Result<MissionRecord> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(r) = mission(client, swarm_id).await?
+            && r.report_object.is_some()
+        {
+            return Ok(r);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!("the boss did not render the report of {swarm_id} within {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Fetches the HTML report from the object store and writes it to `path`.
+pub async fn fetch_report(client: &Client, swarm_id: &str, path: &Path) -> anyhow::Result<PathBuf> {
+    let js = jetstream::new(client.clone());
+    let store = js
+        .get_object_store(subjects::REPORTS_BUCKET)
+        .await
+        .context("opening the reports object store")?;
+    let name = format!("{swarm_id}.html");
+    let mut object = store
+        .get(name.as_str())
+        .await
+        .with_context(|| format!("no report {name} in the object store"))?;
+    let mut html = Vec::new();
+    object
+        .read_to_end(&mut html)
+        .await
+        .context("reading the report")?;
+    let path = if path.is_dir() {
+        path.join(&name)
+    } else {
+        path.to_path_buf()
+    };
+    tokio::fs::write(&path, html)
+        .await
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
+/// Asks the swarm's manager to cancel it.
+pub async fn cancel(client: &Client, swarm_id: &str, reason: &str) -> anyhow::Result<()> {
+    if !subjects::is_token(swarm_id) {
+        bail!("{swarm_id:?} is not a swarm id");
+    }
+    let js = jetstream::new(client.clone());
+    let env = Envelope::new(
+        "swarm-cli",
+        "manager",
+        swarm_id,
+        swarm_id,
+        Control::Cancel {
+            reason: reason.to_string(),
+        },
+    );
+    swarm_runtime::wire::publish(&js, subjects::control(swarm_id), &env, None).await?;
+    Ok(())
+}

@@ -1,0 +1,121 @@
+//! Codecs, chosen by the `Content-Type` header: MessagePack with named fields
+//! (the default on the wire) and JSON (for people and scripts).
+
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::error::{ErrorBody, ErrorCode};
+
+/// `Content-Type` of MessagePack payloads.
+pub const MSGPACK: &str = "application/msgpack";
+/// `Content-Type` of JSON payloads.
+pub const JSON: &str = "application/json";
+/// `Content-Type` of plain-text missions (accepted on `boss.missions` only).
+pub const TEXT: &str = "text/plain";
+
+/// A wire encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Codec {
+    /// MessagePack with named fields (`rmp_serde::to_vec_named`), so field
+    /// order does not matter and a peer can add fields.
+    #[default]
+    MsgPack,
+    /// UTF-8 JSON.
+    Json,
+}
+
+/// Why bytes could not be encoded or decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    /// The payload is not valid in the declared codec or does not fit the type.
+    #[error("cannot decode {codec} payload: {reason}")]
+    Decode {
+        /// The codec that was tried.
+        codec: &'static str,
+        /// What the decoder said.
+        reason: String,
+    },
+    /// The value cannot be represented (a map with non-string keys in JSON, ...).
+    #[error("cannot encode as {codec}: {reason}")]
+    Encode {
+        /// The codec that was tried.
+        codec: &'static str,
+        /// What the encoder said.
+        reason: String,
+    },
+    /// The `Content-Type` names no codec Swarm speaks.
+    #[error("unsupported content type {0:?}: use application/msgpack or application/json")]
+    UnsupportedContentType(String),
+}
+
+impl From<CodecError> for ErrorBody {
+    fn from(e: CodecError) -> Self {
+        let code = match e {
+            CodecError::UnsupportedContentType(_) => ErrorCode::ValidationFailed,
+            CodecError::Decode { .. } => ErrorCode::DecodeFailed,
+            CodecError::Encode { .. } => ErrorCode::Internal,
+        };
+        ErrorBody::new(code, e.to_string())
+    }
+}
+
+impl Codec {
+    /// The codec a `Content-Type` names; MessagePack when there is none.
+    /// Parameters such as `; charset=utf-8` are ignored.
+    pub fn from_content_type(content_type: Option<&str>) -> Result<Codec, CodecError> {
+        let Some(ct) = content_type else {
+            return Ok(Codec::MsgPack);
+        };
+        let essence = ct
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        match essence.as_str() {
+            "" | MSGPACK | "application/x-msgpack" | "application/vnd.msgpack" => {
+                Ok(Codec::MsgPack)
+            }
+            JSON => Ok(Codec::Json),
+            _ => Err(CodecError::UnsupportedContentType(ct.to_string())),
+        }
+    }
+
+    /// The `Content-Type` to put on a payload in this codec.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Codec::MsgPack => MSGPACK,
+            Codec::Json => JSON,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Codec::MsgPack => "msgpack",
+            Codec::Json => "json",
+        }
+    }
+
+    /// Encodes a value.
+    pub fn encode<T: Serialize + ?Sized>(self, value: &T) -> Result<Vec<u8>, CodecError> {
+        let r = match self {
+            Codec::MsgPack => rmp_serde::to_vec_named(value).map_err(|e| e.to_string()),
+            Codec::Json => serde_json::to_vec(value).map_err(|e| e.to_string()),
+        };
+        r.map_err(|reason| CodecError::Encode {
+            codec: self.name(),
+            reason,
+        })
+    }
+
+    /// Decodes a value.
+    pub fn decode<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T, CodecError> {
+        let r = match self {
+            Codec::MsgPack => rmp_serde::from_slice(bytes).map_err(|e| e.to_string()),
+            Codec::Json => serde_json::from_slice(bytes).map_err(|e| e.to_string()),
+        };
+        r.map_err(|reason| CodecError::Decode {
+            codec: self.name(),
+            reason,
+        })
+    }
+}

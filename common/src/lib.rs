@@ -1,0 +1,52 @@
+//! A2AP, the agent-to-agent protocol of Swarm: a closed vocabulary with no I/O.
+//!
+//! Everything two Swarm processes (or a peer in another language) must agree
+//! on lives here: the message types ([`messages`]), the envelope that wraps
+//! them ([`Envelope`]), the codecs chosen by `Content-Type` ([`codec`]), the
+//! subject map ([`subjects`]), the durable state of a swarm ([`state`]), the
+//! limits every role enforces ([`limits`]), plan validation ([`validate`]) and
+//! the mission intake format ([`mission`]). This crate has no tokio and no
+//! NATS client: `cargo tree -p swarm-common -i tokio` finds nothing.
+
+pub mod codec;
+pub mod error;
+pub mod limits;
+pub mod messages;
+pub mod mission;
+pub mod state;
+pub mod subjects;
+pub mod validate;
+
+pub use codec::{Codec, CodecError};
+pub use error::{ErrorBody, ErrorCode};
+pub use limits::Limits;
+pub use messages::*;
+pub use state::{SwarmState, SwarmStatus, TaskState};
+
+/// The A2AP protocol version this build speaks and writes into every envelope.
+pub const PROTOCOL_VERSION: &str = "1.0";
+
+/// Protocol versions this build can read. A message that names another one is
+/// refused with [`ErrorCode::UnsupportedProtocol`], never silently misread.
+pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] = &["1.0"];
+
+/// Whether `version` is one this build can read.
+pub fn protocol_supported(version: &str) -> bool {
+    SUPPORTED_PROTOCOL_VERSIONS.contains(&version)
+}
+
+/// Header names Swarm sets on every NATS message it publishes.
+pub mod headers {
+    /// The codec of the payload (`application/msgpack`, `application/json`, `text/plain`).
+    pub const CONTENT_TYPE: &str = "Content-Type";
+    /// The A2AP protocol version of the payload.
+    pub const PROTOCOL_VERSION: &str = "A2ap-Version";
+    /// JetStream's deduplication id.
+    pub const MSG_ID: &str = "Nats-Msg-Id";
+    /// W3C trace context, so one mission is one trace across processes.
+    pub const TRACEPARENT: &str = "traceparent";
+    /// NATS service framework error description.
+    pub const SERVICE_ERROR: &str = "Nats-Service-Error";
+    /// NATS service framework error code (an HTTP-like status number).
+    pub const SERVICE_ERROR_CODE: &str = "Nats-Service-Error-Code";
+}

@@ -1,0 +1,551 @@
+//! The A2AP messages: the envelope, the seed's six payloads and the plan types.
+//!
+//! Field names are the seed's snake_case names and enums travel as strings,
+//! so a peer of the original C# A2AP reads our JSON. The envelope's fields sit
+//! beside the payload's fields in one flat object, as the seed's message
+//! classes inherit them from one base class.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+use crate::codec::{Codec, CodecError};
+use crate::error::{ErrorBody, ErrorCode};
+use crate::limits::Limits;
+use crate::state::SwarmStatus;
+
+/// The kind of an A2AP message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum MessageType {
+    /// A plan handed from the boss to the managers.
+    SwarmDeployment,
+    /// A task handed from a manager to a worker pool.
+    TaskAssignment,
+    /// A worker's report of how far a task has come.
+    ProgressUpdate,
+    /// A worker's result for a task.
+    ResultSubmission,
+    /// A manager's one and only report for a finished swarm.
+    FinalReport,
+    /// A typed error.
+    Error,
+    /// A command to a swarm (cancel, ...).
+    Control,
+}
+
+/// Where a task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum TaskStatus {
+    /// Waiting for its dependencies.
+    Pending,
+    /// Handed to a worker pool, not yet picked up.
+    Assigned,
+    /// A worker is on it.
+    InProgress,
+    /// The task waits for a person's answer.
+    InputRequired,
+    /// Done and accepted by the manager's review.
+    Completed,
+    /// Ended without an accepted result.
+    Failed,
+    /// Will not run: cancelled, or a dependency failed.
+    Cancelled,
+}
+
+impl TaskStatus {
+    /// Whether the task can change no more.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+        )
+    }
+}
+
+/// Who an agent is in the hierarchy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum AgentRole {
+    /// Plans teams and renders reports.
+    Boss,
+    /// Runs a swarm's task graph.
+    Manager,
+    /// Executes tasks.
+    Worker,
+    /// A person or script using the CLI or a NATS client.
+    Client,
+}
+
+/// One specialised worker persona of a plan: a prompt and tools, not a process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerDeploymentPlan {
+    /// Unique name within the plan; tasks are `assigned_to` it.
+    pub name: String,
+    /// What this persona specialises in.
+    #[serde(default)]
+    pub role: String,
+    /// The system prompt the worker plays this persona with.
+    #[serde(default)]
+    pub system_prompt: String,
+    /// Names of the tools this persona may call.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Other personas it works with.
+    #[serde(default)]
+    pub collaborators: Vec<String>,
+    /// The worker pool whose processes execute this persona's tasks.
+    #[serde(default = "default_pool")]
+    pub pool: String,
+}
+
+/// The pool a persona runs in when the plan names none.
+pub fn default_pool() -> String {
+    "general".to_string()
+}
+
+/// One task of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskDefinition {
+    /// Unique within the plan; letters, digits, `-` and `_` only (it becomes a subject token).
+    pub task_id: String,
+    /// A short name.
+    pub title: String,
+    /// What to do: prose for the agent, or an explicit tool call as JSON
+    /// `{"tool": "<name>", "arguments": {...}}`.
+    pub description: String,
+    /// The persona (`WorkerDeploymentPlan::name`) that does it.
+    pub assigned_to: String,
+    /// Tasks that must complete first.
+    #[serde(default)]
+    pub dependencies: Vec<String>,
+    /// Higher runs first among ready tasks; derived from the graph when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u32>,
+    /// A tighter result size limit for this task, checked by the manager's gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_result_bytes: Option<usize>,
+}
+
+/// A team for a mission: the manager's directive, worker personas and tasks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwarmDeploymentPlan {
+    /// What the manager is told to achieve and how to judge it.
+    #[serde(default)]
+    pub manager_directive: String,
+    /// The worker personas.
+    pub workers: Vec<WorkerDeploymentPlan>,
+    /// The task graph. Empty means one task per persona, from the directive.
+    #[serde(default)]
+    pub tasks: Vec<TaskDefinition>,
+    /// What the finished mission must show.
+    #[serde(default)]
+    pub success_criteria: Vec<String>,
+    /// Who made the plan (`offline-planner`, `explicit`, a model name).
+    #[serde(default)]
+    pub planner: String,
+}
+
+/// A message a payload type can be: ties the Rust type to its [`MessageType`].
+pub trait Payload: Serialize + DeserializeOwned {
+    /// The message type of this payload.
+    const MESSAGE_TYPE: MessageType;
+}
+
+/// Every A2AP message: the seed's envelope fields, flat beside the payload's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope<T> {
+    /// The A2AP version the sender wrote.
+    pub protocol_version: String,
+    /// Unique per message.
+    pub message_id: String,
+    /// When the sender made it.
+    pub timestamp: DateTime<Utc>,
+    /// The sending agent's id.
+    pub sender_agent: String,
+    /// The intended agent, or a role or pool name.
+    pub recipient_agent: String,
+    /// What the payload is.
+    pub message_type: MessageType,
+    /// Ties a message to the one it answers (a task id, a mission id).
+    pub correlation_id: String,
+    /// The swarm this message belongs to.
+    pub swarm_id: String,
+    /// The payload.
+    #[serde(flatten)]
+    pub body: T,
+}
+
+impl<T: Payload> Envelope<T> {
+    /// Wraps a payload with a fresh message id and the current time.
+    pub fn new(
+        sender_agent: impl Into<String>,
+        recipient_agent: impl Into<String>,
+        swarm_id: impl Into<String>,
+        correlation_id: impl Into<String>,
+        body: T,
+    ) -> Self {
+        Self {
+            protocol_version: crate::PROTOCOL_VERSION.to_string(),
+            message_id: uuid::Uuid::new_v4().to_string(),
+            timestamp: Utc::now(),
+            sender_agent: sender_agent.into(),
+            recipient_agent: recipient_agent.into(),
+            message_type: T::MESSAGE_TYPE,
+            correlation_id: correlation_id.into(),
+            swarm_id: swarm_id.into(),
+            body,
+        }
+    }
+
+    /// Encodes the whole message.
+    pub fn encode(&self, codec: Codec) -> Result<Vec<u8>, CodecError> {
+        codec.encode(self)
+    }
+
+    /// Decodes a message and checks that it is of this type and of a protocol
+    /// version this build reads.
+    pub fn decode(codec: Codec, bytes: &[u8]) -> Result<Self, ErrorBody> {
+        // Read the header first, so that a message of an unknown version or
+        // another type is refused for that reason rather than for a field the
+        // payload type happens to miss.
+        let header: Header = codec.decode(bytes)?;
+        if !crate::protocol_supported(&header.protocol_version) {
+            return Err(ErrorBody::new(
+                ErrorCode::UnsupportedProtocol,
+                format!(
+                    "protocol version {:?} is not supported; this build reads {:?}",
+                    header.protocol_version,
+                    crate::SUPPORTED_PROTOCOL_VERSIONS
+                ),
+            ));
+        }
+        if header.message_type != T::MESSAGE_TYPE {
+            return Err(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!(
+                    "expected a {:?} message, got {:?}",
+                    T::MESSAGE_TYPE,
+                    header.message_type
+                ),
+            ));
+        }
+        Ok(codec.decode(bytes)?)
+    }
+}
+
+/// The envelope alone, for reading the type and version of any message.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Header {
+    /// See [`Envelope::protocol_version`].
+    pub protocol_version: String,
+    /// See [`Envelope::message_type`].
+    pub message_type: MessageType,
+    /// See [`Envelope::swarm_id`].
+    #[serde(default)]
+    pub swarm_id: String,
+}
+
+/// A plan handed to the managers, with the mission it serves.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SwarmDeployment {
+    /// The mission's text.
+    pub mission: String,
+    /// The caller's id for the mission, if it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mission_id: Option<String>,
+    /// The team and the tasks.
+    pub plan: SwarmDeploymentPlan,
+    /// The limits the mission was accepted with.
+    #[serde(default)]
+    pub limits: Limits,
+    /// When the boss accepted the mission.
+    pub accepted_at: DateTime<Utc>,
+    /// When the swarm must be done.
+    pub deadline: DateTime<Utc>,
+}
+
+impl Payload for SwarmDeployment {
+    const MESSAGE_TYPE: MessageType = MessageType::SwarmDeployment;
+}
+
+/// The finished result of a dependency, handed to a task as context. The
+/// result's text is the `ResultSubmission` at `result_seq` in the A2AP stream,
+/// so an assignment stays small however large its inputs are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextRef {
+    /// The dependency.
+    pub task_id: String,
+    /// Its title.
+    pub title: String,
+    /// Stream sequence of its accepted `ResultSubmission`.
+    pub result_seq: u64,
+}
+
+/// A task handed to a worker pool, with the persona to play.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskAssignment {
+    /// The task.
+    pub task_id: String,
+    /// Its title.
+    pub title: String,
+    /// What to do (prose, or an explicit tool call as JSON).
+    pub description: String,
+    /// The persona to play.
+    pub persona: WorkerDeploymentPlan,
+    /// 1 for the first try; counts tries after failures.
+    pub attempt: u32,
+    /// 0 for the first version; counts the manager's revision requests.
+    pub revision: u32,
+    /// Why earlier versions were rejected, oldest first.
+    #[serde(default)]
+    pub feedback: Vec<String>,
+    /// Results of the dependencies.
+    #[serde(default)]
+    pub context: Vec<ContextRef>,
+    /// Most agent-loop steps.
+    pub max_steps: u32,
+    /// Largest result accepted.
+    pub max_result_bytes: usize,
+    /// Higher is more urgent.
+    #[serde(default)]
+    pub priority: u32,
+    /// When the swarm must be done.
+    pub deadline: DateTime<Utc>,
+}
+
+impl Payload for TaskAssignment {
+    const MESSAGE_TYPE: MessageType = MessageType::TaskAssignment;
+}
+
+/// How far a task has come.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProgressUpdate {
+    /// The task.
+    pub task_id: String,
+    /// Its status now.
+    pub status: TaskStatus,
+    /// 0 to 100.
+    pub progress_percentage: u8,
+    /// What is happening, for people.
+    pub message: String,
+    /// The attempt this update belongs to.
+    pub attempt: u32,
+    /// The revision this update belongs to.
+    pub revision: u32,
+    /// Numbers such as steps taken, tool calls, tokens, elapsed milliseconds.
+    #[serde(default)]
+    pub metrics: BTreeMap<String, f64>,
+}
+
+impl Payload for ProgressUpdate {
+    const MESSAGE_TYPE: MessageType = MessageType::ProgressUpdate;
+}
+
+/// One step of an agent loop, as recorded in a result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// 1-based step number.
+    pub step: u32,
+    /// The tool called, if the step called one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The tool's arguments as JSON text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
+    /// What came back (the tool's output or the model's text), shortened.
+    pub observation: String,
+    /// Whether the step failed.
+    #[serde(default)]
+    pub is_error: bool,
+}
+
+/// A worker's result for one attempt and revision of a task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultSubmission {
+    /// The task.
+    pub task_id: String,
+    /// `Completed` with a result, or `Failed` with an error.
+    pub status: TaskStatus,
+    /// The result text.
+    pub result: String,
+    /// The attempt this result is for.
+    pub attempt: u32,
+    /// The revision this result is for.
+    pub revision: u32,
+    /// The provider that produced it (`offline`, a model name).
+    pub provider: String,
+    /// The worker process that produced it.
+    pub worker_id: String,
+    /// When the worker started.
+    pub started_at: DateTime<Utc>,
+    /// When the worker finished.
+    pub completed_at: DateTime<Utc>,
+    /// The agent loop's steps.
+    #[serde(default)]
+    pub steps: Vec<StepRecord>,
+    /// Numbers such as steps, tool calls, tokens, elapsed milliseconds.
+    #[serde(default)]
+    pub metrics: BTreeMap<String, f64>,
+    /// Why the task failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+}
+
+impl Payload for ResultSubmission {
+    const MESSAGE_TYPE: MessageType = MessageType::ResultSubmission;
+}
+
+/// One quality gate's verdict on one version of a result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateVerdict {
+    /// The gate's name.
+    pub gate: String,
+    /// Whether the result passed.
+    pub passed: bool,
+    /// Why it failed (empty when it passed).
+    #[serde(default)]
+    pub reason: String,
+    /// The revision judged.
+    pub revision: u32,
+}
+
+/// How one task ended, in the final report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskOutcome {
+    /// The task.
+    pub task_id: String,
+    /// Its title.
+    pub title: String,
+    /// What it was asked to do.
+    pub description: String,
+    /// The persona that did it.
+    pub assigned_to: String,
+    /// Its dependencies.
+    pub dependencies: Vec<String>,
+    /// How it ended.
+    pub status: TaskStatus,
+    /// The accepted result (empty when none).
+    pub result: String,
+    /// Whether `result` was shortened to keep the report within the payload limit.
+    #[serde(default)]
+    pub result_truncated: bool,
+    /// Stream sequence of the full result, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_seq: Option<u64>,
+    /// Tries taken.
+    pub attempts: u32,
+    /// Revisions asked for.
+    pub revisions: u32,
+    /// When it was first assigned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assigned_at: Option<DateTime<Utc>>,
+    /// When a worker started the accepted version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    /// When it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<DateTime<Utc>>,
+    /// Why it failed or was cancelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Every gate verdict on every version.
+    #[serde(default)]
+    pub gate_verdicts: Vec<GateVerdict>,
+    /// The provider that produced the accepted result.
+    #[serde(default)]
+    pub provider: String,
+}
+
+/// A manager's one report for a finished swarm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FinalReport {
+    /// How the mission went, honestly.
+    pub overall_status: SwarmStatus,
+    /// The mission's text.
+    pub mission: String,
+    /// A summary of what was done.
+    pub summary: String,
+    /// Observations drawn from the results.
+    #[serde(default)]
+    pub insights: Vec<String>,
+    /// Every task.
+    pub task_results: Vec<TaskOutcome>,
+    /// Totals: tasks by status, revisions, attempts, duration.
+    #[serde(default)]
+    pub metrics: BTreeMap<String, f64>,
+    /// When the mission was accepted.
+    pub started_at: DateTime<Utc>,
+    /// When the swarm ended.
+    pub completed_at: DateTime<Utc>,
+}
+
+impl Payload for FinalReport {
+    const MESSAGE_TYPE: MessageType = MessageType::FinalReport;
+}
+
+/// The A2AP `Error` message: the error envelope plus the task it concerns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorMessage {
+    /// The task concerned, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    /// The attempt concerned, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// What went wrong.
+    pub error: ErrorBody,
+}
+
+impl Payload for ErrorMessage {
+    const MESSAGE_TYPE: MessageType = MessageType::Error;
+}
+
+/// A command to a swarm, sent on `a2ap.<swarm>.control`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum Control {
+    /// Stop the swarm: no new assignments; the report says Cancelled.
+    Cancel {
+        /// Why, for the report.
+        #[serde(default)]
+        reason: String,
+    },
+}
+
+impl Payload for Control {
+    const MESSAGE_TYPE: MessageType = MessageType::Control;
+}
+
+/// A record of an input that can never be processed, kept with the reason
+/// on `swarm.deadletter.<source>` so nothing is dropped silently.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    /// The subject the input arrived on.
+    pub subject: String,
+    /// Why it could not be processed.
+    pub reason: ErrorBody,
+    /// The input's first bytes, lossily as text.
+    pub payload_preview: String,
+    /// The input's size in bytes.
+    pub payload_bytes: usize,
+    /// The agent that recorded it.
+    pub recorded_by: String,
+    /// When.
+    pub recorded_at: DateTime<Utc>,
+}
+
+impl DeadLetter {
+    /// A dead letter for `payload` received on `subject`.
+    pub fn new(subject: &str, reason: ErrorBody, payload: &[u8], recorded_by: &str) -> Self {
+        const PREVIEW: usize = 4096;
+        let cut = payload.len().min(PREVIEW);
+        Self {
+            subject: subject.to_string(),
+            reason,
+            payload_preview: String::from_utf8_lossy(&payload[..cut]).into_owned(),
+            payload_bytes: payload.len(),
+            recorded_by: recorded_by.to_string(),
+            recorded_at: Utc::now(),
+        }
+    }
+}

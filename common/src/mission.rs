@@ -1,0 +1,347 @@
+//! Mission intake: what `boss.missions` accepts, what it answers, and the
+//! record the boss keeps of each accepted mission.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::codec::{self, Codec};
+use crate::error::{ErrorBody, ErrorCode};
+use crate::limits::Limits;
+use crate::messages::SwarmDeploymentPlan;
+use crate::state::SwarmStatus;
+
+/// A mission as JSON or MessagePack. Plain text is the same with only
+/// `mission` set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MissionRequest {
+    /// What the swarm should achieve.
+    pub mission: String,
+    /// The caller's id for idempotent retries: the same id makes the same swarm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mission_id: Option<String>,
+    /// How long the swarm may run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_execution_minutes: Option<u32>,
+    /// An explicit plan, deployed as given with no planner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<SwarmDeploymentPlan>,
+    /// The A2AP version the caller speaks (also accepted as the `A2ap-Version` header).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+}
+
+impl MissionRequest {
+    /// A plain-text mission.
+    pub fn text(mission: impl Into<String>) -> Self {
+        Self {
+            mission: mission.into(),
+            mission_id: None,
+            max_execution_minutes: None,
+            plan: None,
+            protocol_version: None,
+        }
+    }
+}
+
+/// How a mission arrived; the reply goes back the same way (JSON for text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissionFormat {
+    /// Plain UTF-8 text.
+    Text,
+    /// JSON.
+    Json,
+    /// MessagePack.
+    MsgPack,
+}
+
+impl MissionFormat {
+    /// The codec of the reply.
+    pub fn reply_codec(self) -> Codec {
+        match self {
+            MissionFormat::MsgPack => Codec::MsgPack,
+            MissionFormat::Text | MissionFormat::Json => Codec::Json,
+        }
+    }
+}
+
+/// The answer to an accepted mission.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MissionReply {
+    /// The swarm that carries out the mission.
+    pub swarm_id: String,
+    /// Always `accepted`.
+    pub status: String,
+    /// True when this mission id had been accepted before: the same swarm.
+    #[serde(default)]
+    pub duplicate: bool,
+}
+
+/// The answer to a refused mission.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MissionErrorReply {
+    /// Why it was refused.
+    pub error: ErrorBody,
+}
+
+/// Parses and checks a mission. `content_type` and `protocol_header` are the
+/// request's headers. On failure the error comes with the format to answer in.
+pub fn parse_mission(
+    content_type: Option<&str>,
+    protocol_header: Option<&str>,
+    bytes: &[u8],
+    limits: &Limits,
+) -> Result<(MissionRequest, MissionFormat), (ErrorBody, MissionFormat)> {
+    let format = detect_format(content_type, bytes).map_err(|e| (e, MissionFormat::Json))?;
+    let fail = |e: ErrorBody| (e, format);
+    if bytes.len() > limits.max_mission_bytes {
+        return Err(fail(
+            ErrorBody::new(
+                ErrorCode::PayloadTooLarge,
+                format!(
+                    "the mission is {} bytes; the limit is {}",
+                    bytes.len(),
+                    limits.max_mission_bytes
+                ),
+            )
+            .with_detail("limit", limits.max_mission_bytes),
+        ));
+    }
+    if let Some(v) = protocol_header {
+        check_version(v).map_err(fail)?;
+    }
+    let request = match format {
+        MissionFormat::Text => {
+            let text = std::str::from_utf8(bytes).map_err(|_| {
+                fail(ErrorBody::new(
+                    ErrorCode::DecodeFailed,
+                    "the mission is neither UTF-8 text, JSON nor MessagePack",
+                ))
+            })?;
+            MissionRequest::text(text.trim())
+        }
+        MissionFormat::Json => Codec::Json
+            .decode::<MissionRequest>(bytes)
+            .map_err(|e| fail(e.into()))?,
+        // Bytes that came with no Content-Type and are neither text nor
+        // MessagePack get their error in JSON, the format people read.
+        MissionFormat::MsgPack => Codec::MsgPack
+            .decode::<MissionRequest>(bytes)
+            .map_err(|e| {
+                let format = if content_type.is_none() {
+                    MissionFormat::Json
+                } else {
+                    format
+                };
+                (ErrorBody::from(e), format)
+            })?,
+    };
+    check_request(&request, limits).map_err(fail)?;
+    Ok((request, format))
+}
+
+fn detect_format(content_type: Option<&str>, bytes: &[u8]) -> Result<MissionFormat, ErrorBody> {
+    if let Some(ct) = content_type {
+        let essence = ct
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        if essence == codec::TEXT {
+            return Ok(MissionFormat::Text);
+        }
+        return match Codec::from_content_type(Some(ct))? {
+            Codec::Json => Ok(MissionFormat::Json),
+            Codec::MsgPack => Ok(MissionFormat::MsgPack),
+        };
+    }
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'{') {
+        Ok(MissionFormat::Json)
+    } else if std::str::from_utf8(bytes).is_ok() {
+        Ok(MissionFormat::Text)
+    } else {
+        Ok(MissionFormat::MsgPack)
+    }
+}
+
+fn check_version(v: &str) -> Result<(), ErrorBody> {
+    if crate::protocol_supported(v) {
+        Ok(())
+    } else {
+        Err(ErrorBody::new(
+            ErrorCode::UnsupportedProtocol,
+            format!(
+                "protocol version {v:?} is not supported; this build speaks {:?}",
+                crate::SUPPORTED_PROTOCOL_VERSIONS
+            ),
+        )
+        .with_detail("supported", crate::SUPPORTED_PROTOCOL_VERSIONS.join(",")))
+    }
+}
+
+fn check_request(r: &MissionRequest, limits: &Limits) -> Result<(), ErrorBody> {
+    if let Some(v) = &r.protocol_version {
+        check_version(v)?;
+    }
+    if r.mission.trim().is_empty() {
+        return Err(ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            "the mission is empty",
+        ));
+    }
+    if let Some(id) = &r.mission_id
+        && (id.is_empty() || id.len() > 256)
+    {
+        return Err(ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            "mission_id must be 1 to 256 bytes",
+        ));
+    }
+    if let Some(m) = r.max_execution_minutes
+        && (m == 0 || m > limits.max_execution_minutes)
+    {
+        return Err(ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            format!(
+                "max_execution_minutes must be 1 to {}",
+                limits.max_execution_minutes
+            ),
+        ));
+    }
+    if let Some(plan) = &r.plan {
+        crate::validate::validate_plan(plan, limits)?;
+    }
+    Ok(())
+}
+
+/// The swarm id for a mission: derived from its `mission_id` (UUID v5), so a
+/// retried submission names the same swarm, or random when it has none.
+pub fn swarm_id_for(mission_id: Option<&str>) -> String {
+    const NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x5f1c_2a8e_7b0d_4c3e_9a61_2d4b_8e0f_a713);
+    match mission_id {
+        Some(id) => uuid::Uuid::new_v5(&NAMESPACE, id.as_bytes()).to_string(),
+        None => uuid::Uuid::new_v4().to_string(),
+    }
+}
+
+/// Where a mission is in the boss's hands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MissionStatus {
+    /// Recorded, waiting for a plan.
+    Accepted,
+    /// Planned and handed to the managers.
+    Deployed,
+    /// The final report is rendered.
+    Reported,
+    /// Planning failed.
+    Failed,
+}
+
+/// What the boss keeps of a mission (stream `MISSIONS`, bucket `missions`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MissionRecord {
+    /// The swarm.
+    pub swarm_id: String,
+    /// The mission as accepted.
+    pub request: MissionRequest,
+    /// Where it is.
+    pub status: MissionStatus,
+    /// When it was accepted.
+    pub accepted_at: DateTime<Utc>,
+    /// When this record last changed.
+    pub updated_at: DateTime<Utc>,
+    /// The deployed plan.
+    #[serde(default)]
+    pub plan: Option<SwarmDeploymentPlan>,
+    /// How the swarm went, once reported.
+    #[serde(default)]
+    pub overall_status: Option<SwarmStatus>,
+    /// Name of the HTML report in the `reports` object store.
+    #[serde(default)]
+    pub report_object: Option<String>,
+    /// Path of the HTML report on the boss's disk.
+    #[serde(default)]
+    pub report_file: Option<String>,
+    /// Why planning failed.
+    #[serde(default)]
+    pub error: Option<ErrorBody>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(ct: Option<&str>, bytes: &[u8]) -> Result<MissionRequest, ErrorBody> {
+        parse_mission(ct, None, bytes, &Limits::default())
+            .map(|(r, _)| r)
+            .map_err(|(e, _)| e)
+    }
+
+    #[test]
+    fn formats_are_detected() {
+        assert_eq!(parse(None, b"count words").unwrap().mission, "count words");
+        assert_eq!(
+            parse(None, br#"{"mission":"m","mission_id":"x"}"#)
+                .unwrap()
+                .mission_id
+                .as_deref(),
+            Some("x")
+        );
+        let mp = Codec::MsgPack.encode(&MissionRequest::text("hi")).unwrap();
+        assert_eq!(parse(Some(codec::MSGPACK), &mp).unwrap().mission, "hi");
+        assert_eq!(
+            parse(Some("text/plain; charset=utf-8"), b"{not json")
+                .unwrap()
+                .mission,
+            "{not json"
+        );
+    }
+
+    #[test]
+    fn bad_missions_get_typed_errors() {
+        assert_eq!(
+            parse(None, b"{\"mission\": ").unwrap_err().code,
+            ErrorCode::DecodeFailed
+        );
+        assert_eq!(
+            parse(None, br#"{"mission": 5}"#).unwrap_err().code,
+            ErrorCode::DecodeFailed
+        );
+        assert_eq!(
+            parse(None, br#"{"mision": "typo"}"#).unwrap_err().code,
+            ErrorCode::DecodeFailed
+        );
+        assert_eq!(
+            parse(None, &[0xff, 0xfe, 0x00, 0x81]).unwrap_err().code,
+            ErrorCode::DecodeFailed
+        );
+        assert_eq!(
+            parse(None, b"   ").unwrap_err().code,
+            ErrorCode::ValidationFailed
+        );
+        assert_eq!(
+            parse(None, br#"{"mission":"m","protocol_version":"9.9"}"#)
+                .unwrap_err()
+                .code,
+            ErrorCode::UnsupportedProtocol
+        );
+        let big = vec![b'a'; Limits::default().max_mission_bytes + 1];
+        assert_eq!(
+            parse(None, &big).unwrap_err().code,
+            ErrorCode::PayloadTooLarge
+        );
+        assert_eq!(
+            parse(Some("image/png"), b"x").unwrap_err().code,
+            ErrorCode::ValidationFailed
+        );
+    }
+
+    #[test]
+    fn mission_id_fixes_the_swarm_id() {
+        assert_eq!(swarm_id_for(Some("a")), swarm_id_for(Some("a")));
+        assert_ne!(swarm_id_for(Some("a")), swarm_id_for(Some("b")));
+        assert_ne!(swarm_id_for(None), swarm_id_for(None));
+    }
+}

@@ -1,0 +1,140 @@
+//! `SwarmState`: what the manager stores in the `swarms` bucket for a swarm.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::limits::Limits;
+use crate::messages::{GateVerdict, TaskDefinition, TaskStatus, WorkerDeploymentPlan};
+
+/// How a swarm stands; in the final report, how it went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SwarmStatus {
+    /// Tasks are being worked on.
+    Running,
+    /// Every task completed.
+    Completed,
+    /// At least one task failed (its dependents were cancelled).
+    Failed,
+    /// A person or client cancelled the swarm.
+    Cancelled,
+    /// The swarm's deadline passed.
+    TimedOut,
+}
+
+impl SwarmStatus {
+    /// Whether the swarm has ended.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, SwarmStatus::Running)
+    }
+}
+
+/// One task of a swarm, as the manager tracks it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskState {
+    /// The task as planned.
+    pub definition: TaskDefinition,
+    /// Where it stands.
+    pub status: TaskStatus,
+    /// The pool its persona runs in.
+    pub pool: String,
+    /// Higher runs first among ready tasks.
+    pub priority: u32,
+    /// Tries so far (0 before the first assignment).
+    pub attempt: u32,
+    /// Revisions asked for so far.
+    pub revision: u32,
+    /// Why earlier versions were rejected.
+    #[serde(default)]
+    pub feedback: Vec<String>,
+    /// When it was first assigned.
+    #[serde(default)]
+    pub assigned_at: Option<DateTime<Utc>>,
+    /// When a worker started the latest version.
+    #[serde(default)]
+    pub started_at: Option<DateTime<Utc>>,
+    /// When it ended.
+    #[serde(default)]
+    pub completed_at: Option<DateTime<Utc>>,
+    /// Stream sequence of the accepted `ResultSubmission`.
+    #[serde(default)]
+    pub result_seq: Option<u64>,
+    /// Size of the accepted result in bytes.
+    #[serde(default)]
+    pub result_bytes: usize,
+    /// The start of the accepted result, for status displays.
+    #[serde(default)]
+    pub result_preview: String,
+    /// The provider that produced the accepted result.
+    #[serde(default)]
+    pub provider: String,
+    /// Why it failed or was cancelled.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Every gate verdict on every version.
+    #[serde(default)]
+    pub gate_verdicts: Vec<GateVerdict>,
+}
+
+/// The durable state of one swarm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SwarmState {
+    /// The swarm.
+    pub swarm_id: String,
+    /// The mission's text.
+    pub mission: String,
+    /// The caller's mission id, if any.
+    #[serde(default)]
+    pub mission_id: Option<String>,
+    /// Where the swarm stands.
+    pub status: SwarmStatus,
+    /// The manager's directive.
+    pub manager_directive: String,
+    /// The personas.
+    pub workers: Vec<WorkerDeploymentPlan>,
+    /// Who made the plan.
+    #[serde(default)]
+    pub planner: String,
+    /// The tasks, in plan order.
+    pub tasks: Vec<TaskState>,
+    /// The limits in force.
+    pub limits: Limits,
+    /// When the boss accepted the mission.
+    pub accepted_at: DateTime<Utc>,
+    /// When the manager took the deployment.
+    pub started_at: DateTime<Utc>,
+    /// When the swarm must be done.
+    pub deadline: DateTime<Utc>,
+    /// When it ended.
+    #[serde(default)]
+    pub completed_at: Option<DateTime<Utc>>,
+    /// Why it was cancelled, if it was.
+    #[serde(default)]
+    pub cancel_reason: Option<String>,
+    /// Highest stream sequence of an event applied to this state; an event at
+    /// or below it is a redelivery and changes nothing.
+    pub last_event_seq: u64,
+    /// Running totals (attempts, revisions, gate failures, ...).
+    #[serde(default)]
+    pub metrics: BTreeMap<String, f64>,
+    /// Whether the final report has been published (it is published once).
+    #[serde(default)]
+    pub report_published: bool,
+}
+
+impl SwarmState {
+    /// The task with this id.
+    pub fn task(&self, task_id: &str) -> Option<&TaskState> {
+        self.tasks.iter().find(|t| t.definition.task_id == task_id)
+    }
+
+    /// How many tasks are in each status.
+    pub fn counts(&self) -> BTreeMap<TaskStatus, usize> {
+        let mut m = BTreeMap::new();
+        for t in &self.tasks {
+            *m.entry(t.status).or_insert(0) += 1;
+        }
+        m
+    }
+}

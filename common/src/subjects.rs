@@ -1,0 +1,250 @@
+//! The subject map: every NATS subject, stream, bucket and consumer name
+//! Swarm uses, in one place.
+//!
+//! Request/reply subjects (`boss.missions`) are disjoint from stream subjects:
+//! a request on a subject a stream captures would be answered by the
+//! stream's publish ack instead of the service.
+
+/// Missions in: a request/reply service served by the boss replicas.
+pub const MISSIONS: &str = "boss.missions";
+/// The queue group the boss replicas share on [`MISSIONS`].
+pub const MISSIONS_QUEUE: &str = "boss";
+
+/// The stream that records accepted missions (subjects `swarm.missions.<swarm>`).
+pub const MISSIONS_STREAM: &str = "MISSIONS";
+/// Subjects of [`MISSIONS_STREAM`].
+pub const MISSIONS_STREAM_SUBJECTS: &str = "swarm.missions.*";
+/// The stream of every A2AP message (`a2ap.>`).
+pub const A2AP_STREAM: &str = "A2AP";
+/// Subjects of [`A2AP_STREAM`].
+pub const A2AP_STREAM_SUBJECTS: &str = "a2ap.>";
+/// The stream of dead letters: inputs that can never be processed, with the reason.
+pub const DEADLETTER_STREAM: &str = "DEADLETTER";
+/// Subjects of [`DEADLETTER_STREAM`].
+pub const DEADLETTER_STREAM_SUBJECTS: &str = "swarm.deadletter.>";
+
+/// KV bucket of `SwarmState`, one key per swarm id.
+pub const SWARMS_BUCKET: &str = "swarms";
+/// KV bucket of mission records, one key per swarm id.
+pub const MISSIONS_BUCKET: &str = "missions";
+/// Object store of rendered reports.
+pub const REPORTS_BUCKET: &str = "reports";
+
+/// Durable consumer the boss replicas share to plan accepted missions.
+pub const PLANNER_CONSUMER: &str = "boss-planner";
+/// Durable consumer the boss replicas share to render final reports.
+pub const REPORTS_CONSUMER: &str = "boss-reports";
+/// Durable consumer the manager replicas share for swarm events.
+pub const MANAGER_CONSUMER: &str = "manager";
+
+/// Subjects the manager consumes: deployments, results, errors, control.
+pub fn manager_filters() -> Vec<String> {
+    vec![
+        "a2ap.*.deploy".into(),
+        "a2ap.*.result.*".into(),
+        "a2ap.*.error".into(),
+        "a2ap.*.control".into(),
+    ]
+}
+
+/// Where an accepted mission is recorded.
+pub fn mission_record(swarm_id: &str) -> String {
+    format!("swarm.missions.{swarm_id}")
+}
+
+/// Where a dead letter from `source` (a role or subject kind) is recorded.
+pub fn deadletter(source: &str) -> String {
+    format!("swarm.deadletter.{source}")
+}
+
+/// `SwarmDeployment` for one swarm.
+pub fn deploy(swarm_id: &str) -> String {
+    format!("a2ap.{swarm_id}.deploy")
+}
+
+/// `TaskAssignment`s of one pool for one task.
+pub fn work(pool: &str, swarm_id: &str, task_id: &str) -> String {
+    format!("a2ap.work.{pool}.{swarm_id}.{task_id}")
+}
+
+/// Every assignment of one pool.
+pub fn work_filter(pool: &str) -> String {
+    format!("a2ap.work.{pool}.>")
+}
+
+/// The durable consumer a pool's replicas share.
+pub fn worker_consumer(pool: &str) -> String {
+    format!("worker-{pool}")
+}
+
+/// `ProgressUpdate`s of one task.
+pub fn progress(swarm_id: &str, task_id: &str) -> String {
+    format!("a2ap.{swarm_id}.progress.{task_id}")
+}
+
+/// `ResultSubmission`s of one task.
+pub fn result(swarm_id: &str, task_id: &str) -> String {
+    format!("a2ap.{swarm_id}.result.{task_id}")
+}
+
+/// The `FinalReport` of one swarm.
+pub fn report(swarm_id: &str) -> String {
+    format!("a2ap.{swarm_id}.report")
+}
+
+/// Every `FinalReport`.
+pub const REPORT_FILTER: &str = "a2ap.*.report";
+
+/// `Error`s of one swarm.
+pub fn error(swarm_id: &str) -> String {
+    format!("a2ap.{swarm_id}.error")
+}
+
+/// Control commands of one swarm.
+pub fn control(swarm_id: &str) -> String {
+    format!("a2ap.{swarm_id}.control")
+}
+
+/// Everything of one swarm except its work queue entries (for watchers).
+pub fn swarm_events(swarm_id: &str) -> String {
+    format!("a2ap.{swarm_id}.>")
+}
+
+/// A parsed A2AP subject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject<'a> {
+    /// `a2ap.<swarm>.deploy`
+    Deploy {
+        /// The swarm.
+        swarm_id: &'a str,
+    },
+    /// `a2ap.work.<pool>.<swarm>.<task>`
+    Work {
+        /// The pool.
+        pool: &'a str,
+        /// The swarm.
+        swarm_id: &'a str,
+        /// The task.
+        task_id: &'a str,
+    },
+    /// `a2ap.<swarm>.progress.<task>`
+    Progress {
+        /// The swarm.
+        swarm_id: &'a str,
+        /// The task.
+        task_id: &'a str,
+    },
+    /// `a2ap.<swarm>.result.<task>`
+    Result {
+        /// The swarm.
+        swarm_id: &'a str,
+        /// The task.
+        task_id: &'a str,
+    },
+    /// `a2ap.<swarm>.report`
+    Report {
+        /// The swarm.
+        swarm_id: &'a str,
+    },
+    /// `a2ap.<swarm>.error`
+    Error {
+        /// The swarm.
+        swarm_id: &'a str,
+    },
+    /// `a2ap.<swarm>.control`
+    Control {
+        /// The swarm.
+        swarm_id: &'a str,
+    },
+}
+
+impl<'a> Subject<'a> {
+    /// Parses an A2AP subject; `None` for anything else.
+    pub fn parse(subject: &'a str) -> Option<Subject<'a>> {
+        let parts: Vec<&str> = subject.split('.').collect();
+        match parts.as_slice() {
+            ["a2ap", "work", pool, swarm_id, task_id] => Some(Subject::Work {
+                pool,
+                swarm_id,
+                task_id,
+            }),
+            ["a2ap", swarm_id, "deploy"] => Some(Subject::Deploy { swarm_id }),
+            ["a2ap", swarm_id, "progress", task_id] => {
+                Some(Subject::Progress { swarm_id, task_id })
+            }
+            ["a2ap", swarm_id, "result", task_id] => Some(Subject::Result { swarm_id, task_id }),
+            ["a2ap", swarm_id, "report"] => Some(Subject::Report { swarm_id }),
+            ["a2ap", swarm_id, "error"] => Some(Subject::Error { swarm_id }),
+            ["a2ap", swarm_id, "control"] => Some(Subject::Control { swarm_id }),
+            _ => None,
+        }
+    }
+
+    /// The swarm the subject belongs to.
+    pub fn swarm_id(&self) -> &'a str {
+        match self {
+            Subject::Deploy { swarm_id }
+            | Subject::Work { swarm_id, .. }
+            | Subject::Progress { swarm_id, .. }
+            | Subject::Result { swarm_id, .. }
+            | Subject::Report { swarm_id }
+            | Subject::Error { swarm_id }
+            | Subject::Control { swarm_id } => swarm_id,
+        }
+    }
+}
+
+/// Whether `s` can be one subject token (and a KV key part): 1 to 128 ASCII
+/// letters, digits, `-` or `_`. Task ids, pool names and swarm ids must be.
+pub fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn builders_parse_back() {
+        assert_eq!(
+            Subject::parse(&work("code", "s1", "t-1")),
+            Some(Subject::Work {
+                pool: "code",
+                swarm_id: "s1",
+                task_id: "t-1"
+            })
+        );
+        assert_eq!(
+            Subject::parse(&result("s1", "t")),
+            Some(Subject::Result {
+                swarm_id: "s1",
+                task_id: "t"
+            })
+        );
+        assert_eq!(
+            Subject::parse(&report("s")),
+            Some(Subject::Report { swarm_id: "s" })
+        );
+        assert_eq!(Subject::parse("a2ap.s.unknown"), None);
+        assert_eq!(Subject::parse(MISSIONS), None);
+    }
+
+    proptest! {
+        #[test]
+        fn any_token_round_trips(swarm in "[A-Za-z0-9_-]{1,40}", task in "[A-Za-z0-9_-]{1,40}") {
+            prop_assume!(swarm != "work");
+            let s = progress(&swarm, &task);
+            prop_assert_eq!(Subject::parse(&s), Some(Subject::Progress { swarm_id: &swarm, task_id: &task }));
+            prop_assert!(is_token(&swarm));
+        }
+
+        #[test]
+        fn parse_never_panics(s in "\\PC{0,60}") {
+            let _ = Subject::parse(&s);
+        }
+    }
+}

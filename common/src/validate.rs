@@ -1,0 +1,332 @@
+//! Plan validation and task-graph helpers: pure functions the boss and the
+//! manager share, so a plan is judged by one set of rules.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::error::{ErrorBody, ErrorCode};
+use crate::limits::Limits;
+use crate::messages::{SwarmDeploymentPlan, TaskDefinition};
+use crate::subjects::is_token;
+
+fn invalid(message: impl Into<String>) -> ErrorBody {
+    ErrorBody::new(ErrorCode::ValidationFailed, message)
+}
+
+/// The plan's tasks, or one task per persona from the manager's directive
+/// when the plan lists none.
+pub fn expand_tasks(plan: &SwarmDeploymentPlan) -> Vec<TaskDefinition> {
+    if !plan.tasks.is_empty() {
+        return plan.tasks.clone();
+    }
+    plan.workers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| TaskDefinition {
+            task_id: format!("task-{}", i + 1),
+            title: if w.role.is_empty() {
+                w.name.clone()
+            } else {
+                w.role.clone()
+            },
+            description: if plan.manager_directive.is_empty() {
+                w.system_prompt.clone()
+            } else {
+                plan.manager_directive.clone()
+            },
+            assigned_to: w.name.clone(),
+            dependencies: Vec::new(),
+            priority: None,
+            max_result_bytes: None,
+        })
+        .collect()
+}
+
+/// Checks a plan against the rules and the limits: personas exist and are
+/// unique, pools and task ids are subject tokens, every task names a known
+/// persona and known dependencies, the graph has no cycle, and sizes are
+/// within the limits. The error names the first problem found.
+pub fn validate_plan(plan: &SwarmDeploymentPlan, limits: &Limits) -> Result<(), ErrorBody> {
+    if plan.workers.is_empty() {
+        return Err(invalid("the plan has no workers"));
+    }
+    if plan.workers.len() > limits.max_workers {
+        return Err(ErrorBody::new(
+            ErrorCode::LimitExceeded,
+            format!(
+                "the plan has {} workers; the limit is {}",
+                plan.workers.len(),
+                limits.max_workers
+            ),
+        ));
+    }
+    if plan.manager_directive.len() > limits.max_prompt_bytes {
+        return Err(invalid(format!(
+            "the manager directive is {} bytes; the limit is {}",
+            plan.manager_directive.len(),
+            limits.max_prompt_bytes
+        )));
+    }
+    let mut names = HashSet::new();
+    for w in &plan.workers {
+        if w.name.trim().is_empty() || w.name.len() > 128 {
+            return Err(invalid("a worker's name must be 1 to 128 bytes"));
+        }
+        if !names.insert(w.name.as_str()) {
+            return Err(invalid(format!("worker {:?} appears twice", w.name)));
+        }
+        if !is_token(&w.pool) {
+            return Err(invalid(format!(
+                "worker {:?} names pool {:?}: a pool is letters, digits, '-' or '_'",
+                w.name, w.pool
+            )));
+        }
+        if w.system_prompt.len() > limits.max_prompt_bytes {
+            return Err(invalid(format!(
+                "worker {:?}'s system prompt is {} bytes; the limit is {}",
+                w.name,
+                w.system_prompt.len(),
+                limits.max_prompt_bytes
+            )));
+        }
+    }
+    let tasks = expand_tasks(plan);
+    if tasks.len() > limits.max_tasks {
+        return Err(ErrorBody::new(
+            ErrorCode::LimitExceeded,
+            format!(
+                "the plan has {} tasks; the limit is {}",
+                tasks.len(),
+                limits.max_tasks
+            ),
+        ));
+    }
+    let mut ids = HashSet::new();
+    for t in &tasks {
+        if !is_token(&t.task_id) {
+            return Err(invalid(format!(
+                "task id {:?} must be 1 to 128 letters, digits, '-' or '_'",
+                t.task_id
+            )));
+        }
+        if !ids.insert(t.task_id.as_str()) {
+            return Err(invalid(format!("task {:?} appears twice", t.task_id)));
+        }
+        if t.description.trim().is_empty() {
+            return Err(invalid(format!("task {:?} has no description", t.task_id)));
+        }
+        if t.description.len() > limits.max_prompt_bytes {
+            return Err(invalid(format!(
+                "task {:?}'s description is {} bytes; the limit is {}",
+                t.task_id,
+                t.description.len(),
+                limits.max_prompt_bytes
+            )));
+        }
+        if !names.contains(t.assigned_to.as_str()) {
+            return Err(invalid(format!(
+                "task {:?} is assigned to {:?}, which is not one of the plan's workers",
+                t.task_id, t.assigned_to
+            ))
+            .with_detail("task_id", &t.task_id));
+        }
+    }
+    for t in &tasks {
+        for d in &t.dependencies {
+            if !ids.contains(d.as_str()) {
+                return Err(invalid(format!(
+                    "task {:?} depends on {:?}, which is not a task of the plan",
+                    t.task_id, d
+                ))
+                .with_detail("task_id", &t.task_id)
+                .with_detail("dependency", d));
+            }
+        }
+    }
+    topological_order(&tasks)?;
+    Ok(())
+}
+
+/// Indices of `tasks` in an order where every task comes after its
+/// dependencies (Kahn's algorithm, ties kept in plan order). Fails with the
+/// tasks on a cycle. Unknown dependencies are ignored here; [`validate_plan`]
+/// reports them.
+pub fn topological_order(tasks: &[TaskDefinition]) -> Result<Vec<usize>, ErrorBody> {
+    let index: HashMap<&str, usize> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.task_id.as_str(), i))
+        .collect();
+    let mut indegree = vec![0usize; tasks.len()];
+    let mut dependents = vec![Vec::new(); tasks.len()];
+    for (i, t) in tasks.iter().enumerate() {
+        for d in &t.dependencies {
+            if let Some(&j) = index.get(d.as_str()) {
+                indegree[i] += 1;
+                dependents[j].push(i);
+            }
+        }
+    }
+    let mut ready: std::collections::VecDeque<usize> =
+        (0..tasks.len()).filter(|&i| indegree[i] == 0).collect();
+    let mut order = Vec::with_capacity(tasks.len());
+    while let Some(i) = ready.pop_front() {
+        order.push(i);
+        for &k in &dependents[i] {
+            indegree[k] -= 1;
+            if indegree[k] == 0 {
+                ready.push_back(k);
+            }
+        }
+    }
+    if order.len() < tasks.len() {
+        let cycle: Vec<&str> = (0..tasks.len())
+            .filter(|&i| indegree[i] > 0)
+            .map(|i| tasks[i].task_id.as_str())
+            .collect();
+        return Err(invalid(format!(
+            "the task graph has a dependency cycle among {cycle:?}"
+        ))
+        .with_detail("cycle", cycle.join(",")));
+    }
+    Ok(order)
+}
+
+/// A priority per task: its explicit priority, or else the length of the
+/// longest chain of tasks that wait on it, so the critical path runs first.
+/// Expects an acyclic graph (see [`topological_order`]).
+pub fn priorities(tasks: &[TaskDefinition]) -> Result<Vec<u32>, ErrorBody> {
+    let order = topological_order(tasks)?;
+    let index: HashMap<&str, usize> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.task_id.as_str(), i))
+        .collect();
+    let mut depth = vec![0u32; tasks.len()];
+    // Walk from sinks to sources: a task's depth is one more than its deepest dependent.
+    for &i in order.iter().rev() {
+        for d in &tasks[i].dependencies {
+            if let Some(&j) = index.get(d.as_str()) {
+                depth[j] = depth[j].max(depth[i] + 1);
+            }
+        }
+    }
+    Ok(tasks
+        .iter()
+        .zip(depth)
+        .map(|(t, d)| t.priority.unwrap_or(d))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messages::WorkerDeploymentPlan;
+    use proptest::prelude::*;
+
+    fn task(id: &str, deps: &[&str]) -> TaskDefinition {
+        TaskDefinition {
+            task_id: id.into(),
+            title: id.into(),
+            description: format!("do {id}"),
+            assigned_to: "w".into(),
+            dependencies: deps.iter().map(|d| d.to_string()).collect(),
+            priority: None,
+            max_result_bytes: None,
+        }
+    }
+
+    fn plan(tasks: Vec<TaskDefinition>) -> SwarmDeploymentPlan {
+        SwarmDeploymentPlan {
+            manager_directive: "d".into(),
+            workers: vec![WorkerDeploymentPlan {
+                name: "w".into(),
+                role: String::new(),
+                system_prompt: String::new(),
+                tools: vec![],
+                collaborators: vec![],
+                pool: "general".into(),
+            }],
+            tasks,
+            success_criteria: vec![],
+            planner: "test".into(),
+        }
+    }
+
+    #[test]
+    fn cycle_is_refused_with_its_members() {
+        let p = plan(vec![
+            task("a", &["c"]),
+            task("b", &["a"]),
+            task("c", &["b"]),
+            task("d", &[]),
+        ]);
+        let e = validate_plan(&p, &Limits::default()).unwrap_err();
+        assert_eq!(e.code, ErrorCode::ValidationFailed);
+        assert!(e.message.contains("cycle"), "{}", e.message);
+        assert_eq!(e.details["cycle"], "a,b,c");
+    }
+
+    #[test]
+    fn unknown_dependency_and_worker_are_refused() {
+        let e = validate_plan(&plan(vec![task("a", &["zz"])]), &Limits::default()).unwrap_err();
+        assert!(e.message.contains("\"zz\""), "{}", e.message);
+        let mut t = task("a", &[]);
+        t.assigned_to = "nobody".into();
+        let e = validate_plan(&plan(vec![t]), &Limits::default()).unwrap_err();
+        assert!(e.message.contains("nobody"), "{}", e.message);
+    }
+
+    #[test]
+    fn critical_path_gets_the_highest_priority() {
+        let tasks = vec![
+            task("a", &[]),
+            task("b", &["a"]),
+            task("c", &["b"]),
+            task("x", &[]),
+        ];
+        assert_eq!(priorities(&tasks).unwrap(), vec![2, 1, 0, 0]);
+    }
+
+    #[test]
+    fn empty_task_list_expands_to_one_task_per_worker() {
+        let p = plan(vec![]);
+        let tasks = expand_tasks(&p);
+        assert_eq!(tasks.len(), 1);
+        assert_eq!(tasks[0].description, "d");
+        assert!(validate_plan(&p, &Limits::default()).is_ok());
+    }
+
+    proptest! {
+        /// Any graph whose edges point backwards in the list is acyclic, and
+        /// the order puts each task after its dependencies.
+        #[test]
+        fn order_respects_dependencies(edges in proptest::collection::vec((1usize..30, 0usize..30), 0..80)) {
+            let n = 30;
+            let mut tasks: Vec<TaskDefinition> = (0..n).map(|i| task(&format!("t{i}"), &[])).collect();
+            for (a, b) in edges {
+                if b < a {
+                    let dep = format!("t{b}");
+                    if !tasks[a].dependencies.contains(&dep) {
+                        tasks[a].dependencies.push(dep);
+                    }
+                }
+            }
+            let order = topological_order(&tasks).unwrap();
+            prop_assert_eq!(order.len(), n);
+            let pos: HashMap<usize, usize> = order.iter().enumerate().map(|(p, &i)| (i, p)).collect();
+            for (i, t) in tasks.iter().enumerate() {
+                for d in &t.dependencies {
+                    let j: usize = d[1..].parse().unwrap();
+                    prop_assert!(pos[&j] < pos[&i]);
+                }
+            }
+            let pr = priorities(&tasks).unwrap();
+            for (i, t) in tasks.iter().enumerate() {
+                for d in &t.dependencies {
+                    let j: usize = d[1..].parse().unwrap();
+                    prop_assert!(pr[j] > pr[i]);
+                }
+            }
+        }
+    }
+}

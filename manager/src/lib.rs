@@ -1,0 +1,13 @@
+//! The Swarm manager: turns a deployment into a task graph, assigns ready
+//! tasks to worker pools, tracks `SwarmState` in JetStream KV, reviews each
+//! result through quality gates, asks for revisions, and publishes exactly
+//! one `FinalReport` per swarm.
+//!
+//! [`machine`] holds every decision as a pure function; [`service`] is the
+//! NATS layer around it; [`report`] builds the final report.
+
+pub mod machine;
+pub mod report;
+pub mod service;
+
+pub use service::{ManagerConfig, run};

@@ -1,0 +1,496 @@
+//! The swarm state machine: pure decisions, no I/O.
+//!
+//! `(state, event) -> (state, commands)`. The NATS layer ([`crate::service`])
+//! carries events in and commands out; every rule here is tested without a
+//! broker. Each event is idempotent by its content (a result counts only for
+//! the task's current attempt and revision, a deployment only once), so a
+//! redelivered or concurrently applied event changes nothing twice.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use swarm_common::{
+    ContextRef, ErrorBody, ErrorCode, GateVerdict, ResultSubmission, SwarmDeployment, SwarmState,
+    SwarmStatus, TaskAssignment, TaskState, TaskStatus,
+    validate::{expand_tasks, priorities, validate_plan},
+};
+
+/// Something that happened to a swarm.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A worker submitted a result; `seq` is its position in the A2AP stream.
+    Result {
+        /// Stream sequence of the submission.
+        seq: u64,
+        /// The submission.
+        submission: ResultSubmission,
+    },
+    /// A worker could not process a task at all.
+    TaskError {
+        /// The task.
+        task_id: String,
+        /// The attempt it concerns, when known.
+        attempt: Option<u32>,
+        /// What went wrong.
+        error: ErrorBody,
+    },
+    /// Someone cancelled the swarm.
+    Cancel {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Something the NATS layer must do once the new state is stored.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Publish an assignment to a pool.
+    Assign {
+        /// The pool.
+        pool: String,
+        /// JetStream deduplication id: `<swarm>.<task>.a<attempt>.r<revision>`.
+        msg_id: String,
+        /// The assignment (boxed: it is far larger than the other commands).
+        assignment: Box<TaskAssignment>,
+    },
+    /// Build and publish the one final report.
+    Finalize,
+}
+
+/// What applying an event did.
+#[derive(Debug, Default, PartialEq)]
+pub struct Applied {
+    /// Whether the state changed (and must be stored before the commands run).
+    pub changed: bool,
+    /// Side effects to carry out after the state is stored.
+    pub commands: Vec<Command>,
+}
+
+/// Builds the state of a new swarm from its deployment and assigns every
+/// ready task. An invalid plan yields a Failed swarm that only has to report.
+pub fn deploy(
+    swarm_id: &str,
+    d: &SwarmDeployment,
+    seq: u64,
+    now: DateTime<Utc>,
+) -> (SwarmState, Vec<Command>) {
+    let mut state = SwarmState {
+        swarm_id: swarm_id.to_string(),
+        mission: d.mission.clone(),
+        mission_id: d.mission_id.clone(),
+        status: SwarmStatus::Running,
+        manager_directive: d.plan.manager_directive.clone(),
+        workers: d.plan.workers.clone(),
+        planner: d.plan.planner.clone(),
+        tasks: Vec::new(),
+        limits: d.limits.clone(),
+        accepted_at: d.accepted_at,
+        started_at: now,
+        deadline: d.deadline,
+        completed_at: None,
+        cancel_reason: None,
+        last_event_seq: seq,
+        metrics: Default::default(),
+        report_published: false,
+    };
+    let checked = validate_plan(&d.plan, &d.limits).and_then(|()| {
+        let tasks = expand_tasks(&d.plan);
+        let prio = priorities(&tasks)?;
+        Ok((tasks, prio))
+    });
+    let (tasks, prio) = match checked {
+        Ok(v) => v,
+        Err(e) => {
+            state.status = SwarmStatus::Failed;
+            state.completed_at = Some(now);
+            state.cancel_reason = Some(format!("the plan was refused: {}", e.message));
+            return (state, vec![Command::Finalize]);
+        }
+    };
+    for (def, priority) in tasks.into_iter().zip(prio) {
+        let pool = d
+            .plan
+            .workers
+            .iter()
+            .find(|w| w.name == def.assigned_to)
+            .map(|w| w.pool.clone())
+            .unwrap_or_else(swarm_common::default_pool);
+        state.tasks.push(TaskState {
+            definition: def,
+            status: TaskStatus::Pending,
+            pool,
+            priority,
+            attempt: 0,
+            revision: 0,
+            feedback: Vec::new(),
+            assigned_at: None,
+            started_at: None,
+            completed_at: None,
+            result_seq: None,
+            result_bytes: 0,
+            result_preview: String::new(),
+            provider: String::new(),
+            error: None,
+            gate_verdicts: Vec::new(),
+        });
+    }
+    let mut commands = Vec::new();
+    assign_ready(&mut state, now, &mut commands);
+    finish_if_done(&mut state, now, &mut commands);
+    (state, commands)
+}
+
+/// Applies one event.
+pub fn apply(state: &mut SwarmState, seq: u64, event: Event, now: DateTime<Utc>) -> Applied {
+    if state.status.is_terminal() {
+        // Late results and repeated cancels change nothing; the report may
+        // still be owed if it was not yet published.
+        return Applied {
+            changed: false,
+            commands: outstanding(state),
+        };
+    }
+    let mut commands = Vec::new();
+    let changed = match event {
+        Event::Result {
+            seq: rseq,
+            submission,
+        } => on_result(state, rseq, submission, now, &mut commands),
+        Event::TaskError {
+            task_id,
+            attempt,
+            error,
+        } => on_task_error(state, &task_id, attempt, error, now, &mut commands),
+        Event::Cancel { reason } => {
+            for t in state.tasks.iter_mut().filter(|t| !t.status.is_terminal()) {
+                t.status = TaskStatus::Cancelled;
+                t.completed_at = Some(now);
+                t.error = Some(format!("cancelled: {reason}"));
+            }
+            state.status = SwarmStatus::Cancelled;
+            state.cancel_reason = Some(reason);
+            state.completed_at = Some(now);
+            commands.push(Command::Finalize);
+            true
+        }
+    };
+    if !changed {
+        return Applied {
+            changed: false,
+            commands: outstanding(state),
+        };
+    }
+    state.last_event_seq = state.last_event_seq.max(seq);
+    finish_if_done(state, now, &mut commands);
+    Applied { changed, commands }
+}
+
+/// The side effects a state still owes: assignments of tasks handed out but
+/// not finished (deduplicated by their ids when re-sent), and the report of
+/// an ended swarm not yet published. Used after a redelivery, when the
+/// process that stored the state may have died before acting on it.
+pub fn outstanding(state: &SwarmState) -> Vec<Command> {
+    if state.status.is_terminal() {
+        return if state.report_published {
+            Vec::new()
+        } else {
+            vec![Command::Finalize]
+        };
+    }
+    state
+        .tasks
+        .iter()
+        .filter(|t| t.status == TaskStatus::Assigned)
+        .map(|t| assignment(state, t))
+        .collect()
+}
+
+/// The rule-based quality gates every result passes through: it must be a
+/// completed result, non-empty, and within the size limit.
+pub fn review(
+    submission: &ResultSubmission,
+    task: &TaskState,
+    max_result_bytes: usize,
+) -> Vec<GateVerdict> {
+    let limit = task
+        .definition
+        .max_result_bytes
+        .map_or(max_result_bytes, |l| l.min(max_result_bytes));
+    let verdict = |gate: &str, passed: bool, reason: String| GateVerdict {
+        gate: gate.to_string(),
+        passed,
+        reason: if passed { String::new() } else { reason },
+        revision: submission.revision,
+    };
+    let bytes = submission.result.len();
+    vec![
+        verdict(
+            "non_empty",
+            !submission.result.trim().is_empty(),
+            "the result is empty: return the task's actual output".into(),
+        ),
+        verdict(
+            "max_bytes",
+            bytes <= limit,
+            format!("the result is {bytes} bytes; make it at most {limit} bytes"),
+        ),
+    ]
+}
+
+fn on_result(
+    state: &mut SwarmState,
+    seq: u64,
+    sub: ResultSubmission,
+    now: DateTime<Utc>,
+    commands: &mut Vec<Command>,
+) -> bool {
+    let max_result = state.limits.max_result_bytes;
+    let max_revisions = state.limits.max_revisions;
+    let max_attempts = state.limits.max_attempts;
+    let Some(i) = index_of(state, &sub.task_id) else {
+        return false;
+    };
+    let task = &mut state.tasks[i];
+    // Only the current attempt and revision counts: anything else is stale
+    // or a duplicate of a result already applied.
+    if task.status.is_terminal() || sub.attempt != task.attempt || sub.revision != task.revision {
+        return false;
+    }
+    task.started_at = Some(sub.started_at);
+    if sub.status != TaskStatus::Completed {
+        let error = sub.error.unwrap_or_else(|| {
+            ErrorBody::new(
+                ErrorCode::Internal,
+                "the worker reported a failure without a reason",
+            )
+        });
+        return fail_or_retry(state, i, error, max_attempts, now, commands);
+    }
+    let verdicts = review(&sub, task, max_result);
+    let failures: Vec<String> = verdicts
+        .iter()
+        .filter(|v| !v.passed)
+        .map(|v| v.reason.clone())
+        .collect();
+    task.gate_verdicts.extend(verdicts);
+    if failures.is_empty() {
+        task.status = TaskStatus::Completed;
+        task.completed_at = Some(now);
+        task.result_seq = Some(seq);
+        task.result_bytes = sub.result.len();
+        task.result_preview = preview(&sub.result);
+        task.provider = sub.provider;
+        assign_ready(state, now, commands);
+    } else if task.revision < max_revisions {
+        task.revision += 1;
+        task.status = TaskStatus::Assigned;
+        task.feedback.push(failures.join("; "));
+        let cmd = assignment(state, &state.tasks[i]);
+        commands.push(cmd);
+    } else {
+        task.status = TaskStatus::Failed;
+        task.completed_at = Some(now);
+        task.error = Some(format!(
+            "rejected by review after {} revision(s): {}",
+            task.revision,
+            failures.join("; ")
+        ));
+        cascade_cancel(state, now);
+    }
+    true
+}
+
+fn on_task_error(
+    state: &mut SwarmState,
+    task_id: &str,
+    attempt: Option<u32>,
+    error: ErrorBody,
+    now: DateTime<Utc>,
+    commands: &mut Vec<Command>,
+) -> bool {
+    let max_attempts = state.limits.max_attempts;
+    let Some(i) = index_of(state, task_id) else {
+        return false;
+    };
+    let task = &state.tasks[i];
+    if task.status.is_terminal() || attempt.is_some_and(|a| a != task.attempt) {
+        return false;
+    }
+    fail_or_retry(state, i, error, max_attempts, now, commands)
+}
+
+fn fail_or_retry(
+    state: &mut SwarmState,
+    i: usize,
+    error: ErrorBody,
+    max_attempts: u32,
+    now: DateTime<Utc>,
+    commands: &mut Vec<Command>,
+) -> bool {
+    let task = &mut state.tasks[i];
+    if error.retriable && task.attempt < max_attempts {
+        task.attempt += 1;
+        task.status = TaskStatus::Assigned;
+        let cmd = assignment(state, &state.tasks[i]);
+        commands.push(cmd);
+    } else {
+        task.status = TaskStatus::Failed;
+        task.completed_at = Some(now);
+        task.error = Some(format!("{}: {}", error.code, error.message));
+        cascade_cancel(state, now);
+    }
+    true
+}
+
+/// Cancels every pending task that waits, directly or not, on a task that
+/// failed or was cancelled.
+fn cascade_cancel(state: &mut SwarmState, now: DateTime<Utc>) {
+    loop {
+        let dead: HashSet<String> = state
+            .tasks
+            .iter()
+            .filter(|t| matches!(t.status, TaskStatus::Failed | TaskStatus::Cancelled))
+            .map(|t| t.definition.task_id.clone())
+            .collect();
+        let mut changed = false;
+        for t in state
+            .tasks
+            .iter_mut()
+            .filter(|t| t.status == TaskStatus::Pending)
+        {
+            if let Some(d) = t.definition.dependencies.iter().find(|d| dead.contains(*d)) {
+                t.status = TaskStatus::Cancelled;
+                t.completed_at = Some(now);
+                t.error = Some(format!("not run: dependency {d} did not complete"));
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+}
+
+/// Assigns every pending task whose dependencies all completed, highest priority first.
+fn assign_ready(state: &mut SwarmState, now: DateTime<Utc>, commands: &mut Vec<Command>) {
+    let done: HashSet<&str> = state
+        .tasks
+        .iter()
+        .filter(|t| t.status == TaskStatus::Completed)
+        .map(|t| t.definition.task_id.as_str())
+        .collect();
+    let mut ready: Vec<usize> = state
+        .tasks
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| {
+            t.status == TaskStatus::Pending
+                && t.definition
+                    .dependencies
+                    .iter()
+                    .all(|d| done.contains(d.as_str()))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    ready.sort_by_key(|&i| std::cmp::Reverse(state.tasks[i].priority));
+    for i in ready {
+        let t = &mut state.tasks[i];
+        t.status = TaskStatus::Assigned;
+        t.attempt = 1;
+        t.assigned_at = Some(now);
+        let cmd = assignment(state, &state.tasks[i]);
+        commands.push(cmd);
+    }
+}
+
+fn finish_if_done(state: &mut SwarmState, now: DateTime<Utc>, commands: &mut Vec<Command>) {
+    if state.status.is_terminal() || !state.tasks.iter().all(|t| t.status.is_terminal()) {
+        return;
+    }
+    state.status = if state
+        .tasks
+        .iter()
+        .all(|t| t.status == TaskStatus::Completed)
+    {
+        SwarmStatus::Completed
+    } else {
+        SwarmStatus::Failed
+    };
+    state.completed_at = Some(now);
+    commands.push(Command::Finalize);
+}
+
+fn assignment(state: &SwarmState, t: &TaskState) -> Command {
+    let persona = state
+        .workers
+        .iter()
+        .find(|w| w.name == t.definition.assigned_to)
+        .cloned()
+        .unwrap_or_else(|| swarm_common::WorkerDeploymentPlan {
+            name: t.definition.assigned_to.clone(),
+            role: String::new(),
+            system_prompt: String::new(),
+            tools: Vec::new(),
+            collaborators: Vec::new(),
+            pool: t.pool.clone(),
+        });
+    let context = t
+        .definition
+        .dependencies
+        .iter()
+        .filter_map(|d| state.task(d))
+        .filter_map(|d| {
+            d.result_seq.map(|seq| ContextRef {
+                task_id: d.definition.task_id.clone(),
+                title: d.definition.title.clone(),
+                result_seq: seq,
+            })
+        })
+        .collect();
+    let max_result_bytes = t
+        .definition
+        .max_result_bytes
+        .map_or(state.limits.max_result_bytes, |l| {
+            l.min(state.limits.max_result_bytes)
+        });
+    Command::Assign {
+        pool: t.pool.clone(),
+        msg_id: format!(
+            "{}.{}.a{}.r{}",
+            state.swarm_id, t.definition.task_id, t.attempt, t.revision
+        ),
+        assignment: Box::new(TaskAssignment {
+            task_id: t.definition.task_id.clone(),
+            title: t.definition.title.clone(),
+            description: t.definition.description.clone(),
+            persona,
+            attempt: t.attempt,
+            revision: t.revision,
+            feedback: t.feedback.clone(),
+            context,
+            max_steps: state.limits.max_steps,
+            max_result_bytes,
+            priority: t.priority,
+            deadline: state.deadline,
+        }),
+    }
+}
+
+fn index_of(state: &SwarmState, task_id: &str) -> Option<usize> {
+    state
+        .tasks
+        .iter()
+        .position(|t| t.definition.task_id == task_id)
+}
+
+fn preview(s: &str) -> String {
+    const MAX: usize = 200;
+    if s.len() <= MAX {
+        return s.to_string();
+    }
+    let mut cut = MAX;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &s[..cut])
+}

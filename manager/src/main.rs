@@ -1,0 +1,32 @@
+//! The `manager` binary: flags, logs, then [`swarm_manager::run`] until SIGTERM or Ctrl-C.
+
+use std::time::Duration;
+
+use clap::Parser;
+use swarm_runtime::CommonArgs;
+
+/// A Swarm manager replica: runs swarms' task graphs.
+#[derive(Debug, Parser)]
+#[command(name = "manager", version, about)]
+struct Cli {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Copies of each stream and bucket it creates (3 for a production cluster).
+    #[arg(long, env = "SWARM_REPLICAS", default_value_t = 1)]
+    replicas: usize,
+    /// Seconds the server waits for an event's ack before redelivering it.
+    #[arg(long, env = "SWARM_MANAGER_ACK_WAIT", default_value_t = 30)]
+    ack_wait: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    swarm_runtime::telemetry::init(cli.common.log_format);
+    let mut config =
+        swarm_manager::ManagerConfig::new(cli.common.nats.clone(), cli.common.agent_id("manager"));
+    config.drain_timeout = cli.common.drain_timeout();
+    config.replicas = cli.replicas;
+    config.ack_wait = Duration::from_secs(cli.ack_wait);
+    swarm_manager::run(config, swarm_runtime::shutdown::signal()).await
+}

@@ -1,0 +1,203 @@
+//! The final report: built from the swarm's state and its accepted results,
+//! with a deterministic summary and insights (no model needed).
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use swarm_common::{FinalReport, SwarmState, SwarmStatus, TaskOutcome, TaskStatus};
+
+/// Builds the report. `results` maps task ids to their accepted result text;
+/// when their total exceeds `budget_bytes`, each is shortened to a fair share
+/// and marked truncated (the full text stays in the stream at `result_seq`).
+pub fn build(
+    state: &SwarmState,
+    results: &HashMap<String, String>,
+    budget_bytes: usize,
+    now: DateTime<Utc>,
+) -> FinalReport {
+    let total: usize = results.values().map(String::len).sum();
+    let share = if total > budget_bytes && !results.is_empty() {
+        Some(budget_bytes / results.len())
+    } else {
+        None
+    };
+    let task_results: Vec<TaskOutcome> = state
+        .tasks
+        .iter()
+        .map(|t| {
+            let full = results
+                .get(&t.definition.task_id)
+                .cloned()
+                .unwrap_or_default();
+            let (result, result_truncated) = match share {
+                Some(n) if full.len() > n => (truncate(&full, n), true),
+                _ => (full, false),
+            };
+            TaskOutcome {
+                task_id: t.definition.task_id.clone(),
+                title: t.definition.title.clone(),
+                description: t.definition.description.clone(),
+                assigned_to: t.definition.assigned_to.clone(),
+                dependencies: t.definition.dependencies.clone(),
+                status: t.status,
+                result,
+                result_truncated,
+                result_seq: t.result_seq,
+                attempts: t.attempt,
+                revisions: t.revision,
+                assigned_at: t.assigned_at,
+                started_at: t.started_at,
+                completed_at: t.completed_at,
+                error: t.error.clone(),
+                gate_verdicts: t.gate_verdicts.clone(),
+                provider: t.provider.clone(),
+            }
+        })
+        .collect();
+    let completed_at = state.completed_at.unwrap_or(now);
+    FinalReport {
+        overall_status: state.status,
+        mission: state.mission.clone(),
+        summary: summary(state, completed_at),
+        insights: insights(state),
+        metrics: metrics(state, completed_at),
+        task_results,
+        started_at: state.accepted_at,
+        completed_at,
+    }
+}
+
+fn count(state: &SwarmState, s: TaskStatus) -> usize {
+    state.tasks.iter().filter(|t| t.status == s).count()
+}
+
+fn seconds(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
+    (to - from).num_milliseconds().max(0) as f64 / 1000.0
+}
+
+fn summary(state: &SwarmState, completed_at: DateTime<Utc>) -> String {
+    let n = state.tasks.len();
+    let verdict = match state.status {
+        SwarmStatus::Completed => "The mission completed".to_string(),
+        SwarmStatus::Failed => "The mission failed".to_string(),
+        SwarmStatus::Cancelled => format!(
+            "The mission was cancelled ({})",
+            state.cancel_reason.as_deref().unwrap_or("no reason given")
+        ),
+        SwarmStatus::TimedOut => "The mission ran out of time".to_string(),
+        SwarmStatus::Running => "The mission is still running".to_string(),
+    };
+    let mut s = format!(
+        "{verdict}: {} of {n} task(s) completed, {} failed, {} cancelled, in {:.2} s. Plan by {}; summary by the manager's rule-based reviewer (offline, no model).",
+        count(state, TaskStatus::Completed),
+        count(state, TaskStatus::Failed),
+        count(state, TaskStatus::Cancelled),
+        seconds(state.accepted_at, completed_at),
+        if state.planner.is_empty() {
+            "unknown planner"
+        } else {
+            &state.planner
+        },
+    );
+    if state.tasks.is_empty()
+        && let Some(reason) = &state.cancel_reason
+    {
+        s.push(' ');
+        s.push_str(reason);
+    }
+    s
+}
+
+fn insights(state: &SwarmState) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in &state.tasks {
+        let id = &t.definition.task_id;
+        if t.revision > 0 {
+            let why = t.feedback.last().map(String::as_str).unwrap_or("");
+            out.push(format!(
+                "{id} needed {} revision(s) after review: {why}",
+                t.revision
+            ));
+        }
+        if t.attempt > 1 {
+            out.push(format!("{id} took {} attempts", t.attempt));
+        }
+        if t.status == TaskStatus::Failed {
+            out.push(format!(
+                "{id} failed: {}",
+                t.error.as_deref().unwrap_or("no reason recorded")
+            ));
+        }
+    }
+    let cancelled: Vec<&str> = state
+        .tasks
+        .iter()
+        .filter(|t| t.status == TaskStatus::Cancelled)
+        .map(|t| t.definition.task_id.as_str())
+        .collect();
+    if !cancelled.is_empty() {
+        out.push(format!("not run: {}", cancelled.join(", ")));
+    }
+    if let Some(slowest) = state
+        .tasks
+        .iter()
+        .filter_map(|t| Some((t, (t.completed_at? - t.assigned_at?).num_milliseconds())))
+        .max_by_key(|(_, ms)| *ms)
+    {
+        out.push(format!(
+            "longest task: {} ({:.2} s from assignment to acceptance)",
+            slowest.0.definition.task_id,
+            slowest.1 as f64 / 1000.0
+        ));
+    }
+    out
+}
+
+fn metrics(state: &SwarmState, completed_at: DateTime<Utc>) -> BTreeMap<String, f64> {
+    let mut m = state.metrics.clone();
+    let f = |n: usize| n as f64;
+    m.insert("tasks_total".into(), f(state.tasks.len()));
+    m.insert(
+        "tasks_completed".into(),
+        f(count(state, TaskStatus::Completed)),
+    );
+    m.insert("tasks_failed".into(), f(count(state, TaskStatus::Failed)));
+    m.insert(
+        "tasks_cancelled".into(),
+        f(count(state, TaskStatus::Cancelled)),
+    );
+    m.insert(
+        "attempts_total".into(),
+        state.tasks.iter().map(|t| t.attempt as f64).sum(),
+    );
+    m.insert(
+        "revisions_total".into(),
+        state.tasks.iter().map(|t| t.revision as f64).sum(),
+    );
+    m.insert(
+        "gate_failures".into(),
+        f(state
+            .tasks
+            .iter()
+            .flat_map(|t| &t.gate_verdicts)
+            .filter(|v| !v.passed)
+            .count()),
+    );
+    m.insert(
+        "result_bytes_total".into(),
+        f(state.tasks.iter().map(|t| t.result_bytes).sum()),
+    );
+    m.insert(
+        "duration_seconds".into(),
+        seconds(state.accepted_at, completed_at),
+    );
+    m
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    let mut cut = max.min(s.len());
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    s[..cut].to_string()
+}

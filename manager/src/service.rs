@@ -1,0 +1,586 @@
+//! The manager's NATS layer: carries swarm events from JetStream into the
+//! state machine ([`crate::machine`]) and its commands back out.
+//!
+//! Manager replicas share one durable pull consumer. Within a replica each
+//! swarm is an actor (one task, one channel), so a swarm's events are applied
+//! one at a time in delivery order. Across replicas every state write is a
+//! compare-and-swap on the swarm's key: a replica that loses the race reloads
+//! and applies the event again, and because events are idempotent by content
+//! nothing is applied twice. A message is acked only after the state it
+//! changed is stored and the side effects it decided are published; a crash
+//! in between means redelivery to any replica, which re-sends the owed side
+//! effects under the same deduplication ids.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use async_nats::jetstream::{
+    self, AckKind,
+    consumer::{AckPolicy, DeliverPolicy, PullConsumer, pull},
+    kv,
+};
+use bytes::Bytes;
+use chrono::Utc;
+use futures::StreamExt;
+use swarm_common::{
+    Codec, Control, Envelope, ErrorBody, ErrorCode, ErrorMessage, FinalReport, ResultSubmission,
+    SwarmDeployment, SwarmState,
+    subjects::{self, Subject},
+};
+use swarm_runtime::{Infra, NatsArgs, wire};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tracing::{Instrument, debug, error, info, info_span, warn};
+
+use crate::machine::{self, Applied, Command, Event};
+
+/// How a manager replica runs.
+#[derive(Debug, Clone)]
+pub struct ManagerConfig {
+    /// NATS connection.
+    pub nats: NatsArgs,
+    /// This replica's agent id.
+    pub agent_id: String,
+    /// How long to finish in-flight events after shutdown is asked for.
+    pub drain_timeout: Duration,
+    /// Copies of each stream and bucket (3 in a production cluster).
+    pub replicas: usize,
+    /// How long the server waits for an ack before redelivering an event.
+    pub ack_wait: Duration,
+}
+
+impl ManagerConfig {
+    /// Defaults for a manager at `url`.
+    pub fn new(nats: NatsArgs, agent_id: impl Into<String>) -> Self {
+        Self {
+            nats,
+            agent_id: agent_id.into(),
+            drain_timeout: Duration::from_secs(10),
+            replicas: 1,
+            ack_wait: Duration::from_secs(30),
+        }
+    }
+}
+
+struct Ctx {
+    infra: Infra,
+    a2ap: jetstream::stream::Stream,
+    agent_id: String,
+    report_budget: usize,
+}
+
+/// Runs a manager replica until `shutdown` resolves, then finishes in-flight
+/// events within the drain timeout and drains the connection.
+pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let client = config.nats.connect(&config.agent_id).await?;
+    let infra = Infra::ensure(&client, config.replicas).await?;
+    let a2ap = infra.a2ap().await?;
+    let consumer: PullConsumer = a2ap
+        .create_consumer(pull::Config {
+            durable_name: Some(subjects::MANAGER_CONSUMER.into()),
+            description: Some("Manager replicas: deployments, results, errors, control".into()),
+            filter_subjects: subjects::manager_filters(),
+            ack_policy: AckPolicy::Explicit,
+            ack_wait: config.ack_wait,
+            deliver_policy: DeliverPolicy::All,
+            max_ack_pending: 10_000,
+            ..Default::default()
+        })
+        .await
+        .context("creating the manager consumer")?;
+    let mut consumer = consumer;
+    let info = consumer
+        .info()
+        .await
+        .context("reading the manager consumer")?;
+    anyhow::ensure!(
+        info.config.filter_subjects == subjects::manager_filters(),
+        "the server dropped the manager consumer's filter_subjects (nats-server >= 2.10 needed)"
+    );
+    let mut messages = consumer
+        .messages()
+        .await
+        .context("pulling manager events")?;
+    let ctx = Arc::new(Ctx {
+        infra,
+        a2ap,
+        agent_id: config.agent_id.clone(),
+        report_budget: (client.server_info().max_payload / 2).max(64 * 1024),
+    });
+    info!(agent_id = %config.agent_id, "manager ready");
+
+    let mut actors: HashMap<String, mpsc::UnboundedSender<jetstream::Message>> = HashMap::new();
+    let mut running = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            Some(done) = running.join_next(), if !running.is_empty() => {
+                if let Ok(swarm_id) = done {
+                    let swarm_id: String = swarm_id;
+                    if actors.get(&swarm_id).is_some_and(|tx| tx.is_closed()) {
+                        actors.remove(&swarm_id);
+                    }
+                }
+            }
+            next = messages.next() => match next {
+                None => {
+                    warn!("the manager's message stream ended");
+                    break;
+                }
+                Some(Err(e)) => {
+                    warn!(error = %e, "pulling manager events failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Some(Ok(msg)) => route(&ctx, &mut actors, &mut running, msg).await,
+            }
+        }
+    }
+    info!("manager draining");
+    drop(actors);
+    let drained = tokio::time::timeout(config.drain_timeout, async {
+        while running.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        warn!("drain deadline passed with swarm events in flight; they will be redelivered");
+    }
+    client.drain().await.ok();
+    Ok(())
+}
+
+async fn route(
+    ctx: &Arc<Ctx>,
+    actors: &mut HashMap<String, mpsc::UnboundedSender<jetstream::Message>>,
+    running: &mut JoinSet<String>,
+    msg: jetstream::Message,
+) {
+    let swarm_id = match Subject::parse(&msg.subject) {
+        Some(s) if subjects::is_token(s.swarm_id()) => s.swarm_id().to_string(),
+        _ => {
+            let reason = ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!("{} is not an A2AP swarm subject", msg.subject),
+            );
+            reject(ctx, &msg, reason).await;
+            return;
+        }
+    };
+    let mut msg = msg;
+    if let Some(tx) = actors.get(&swarm_id) {
+        match tx.send(msg) {
+            Ok(()) => return,
+            Err(mpsc::error::SendError(m)) => msg = m,
+        }
+    }
+    let (tx, rx) = mpsc::unbounded_channel();
+    let _ = tx.send(msg);
+    actors.insert(swarm_id.clone(), tx);
+    let span = info_span!("swarm", swarm_id = %swarm_id);
+    running.spawn(actor(ctx.clone(), swarm_id, rx).instrument(span));
+}
+
+/// Records an undecodable or misplaced message as a dead letter and stops its redelivery.
+async fn reject(ctx: &Ctx, msg: &jetstream::Message, reason: ErrorBody) {
+    if let Err(e) = wire::dead_letter(
+        &ctx.infra.js,
+        "manager",
+        &msg.subject,
+        reason,
+        &msg.payload,
+        &ctx.agent_id,
+    )
+    .await
+    {
+        // Not recorded: leave it for redelivery rather than lose it.
+        warn!(error = %e, "cannot record dead letter; will retry");
+        let _ = msg
+            .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+            .await;
+        return;
+    }
+    let _ = msg.ack_with(AckKind::Term).await;
+}
+
+/// The cached state of one swarm and the KV revision it was read at.
+struct Cached {
+    state: SwarmState,
+    revision: u64,
+}
+
+async fn actor(
+    ctx: Arc<Ctx>,
+    swarm_id: String,
+    mut rx: mpsc::UnboundedReceiver<jetstream::Message>,
+) -> String {
+    let mut cache: Option<Cached> = None;
+    while let Some(msg) = rx.recv().await {
+        let outcome = handle(&ctx, &swarm_id, &mut cache, &msg).await;
+        let ack = match outcome {
+            Ok(()) => msg.ack().await,
+            Err(Failure::Reject(reason)) => {
+                reject(&ctx, &msg, reason).await;
+                Ok(())
+            }
+            Err(Failure::Retry(e)) => {
+                warn!(error = %e, subject = %msg.subject, "event not applied; it will be redelivered");
+                cache = None;
+                msg.ack_with(AckKind::Nak(Some(Duration::from_millis(500))))
+                    .await
+            }
+        };
+        if let Err(e) = ack {
+            warn!(error = %e, "ack failed; the event may be redelivered (it is idempotent)");
+        }
+        // A finished swarm whose report is out needs no actor: close the
+        // channel, finish what is queued, and let the next event start a new one.
+        if cache
+            .as_ref()
+            .is_some_and(|c| c.state.status.is_terminal() && c.state.report_published)
+        {
+            rx.close();
+        }
+    }
+    swarm_id
+}
+
+enum Failure {
+    /// The message can never be applied.
+    Reject(ErrorBody),
+    /// A transient fault: try again later.
+    Retry(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Retry(e)
+    }
+}
+
+enum Incoming {
+    Deploy(SwarmDeployment),
+    Event(Event),
+    Ignore,
+}
+
+fn decode(swarm_id: &str, msg: &jetstream::Message) -> Result<Incoming, ErrorBody> {
+    let headers = msg.headers.as_ref();
+    let seq = msg.info().map(|i| i.stream_sequence).unwrap_or(0);
+    let check_swarm = |envelope_swarm: &str| {
+        if envelope_swarm == swarm_id {
+            Ok(())
+        } else {
+            Err(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!(
+                    "envelope swarm_id {envelope_swarm:?} does not match the subject's {swarm_id:?}"
+                ),
+            ))
+        }
+    };
+    match Subject::parse(&msg.subject) {
+        Some(Subject::Deploy { .. }) => {
+            let env = wire::decode::<SwarmDeployment>(headers, &msg.payload)?;
+            check_swarm(&env.swarm_id)?;
+            Ok(Incoming::Deploy(env.body))
+        }
+        Some(Subject::Result { task_id, .. }) => {
+            let env = wire::decode::<ResultSubmission>(headers, &msg.payload)?;
+            check_swarm(&env.swarm_id)?;
+            if env.body.task_id != task_id {
+                return Err(ErrorBody::new(
+                    ErrorCode::ValidationFailed,
+                    format!(
+                        "result for task {:?} sent on the subject of task {task_id:?}",
+                        env.body.task_id
+                    ),
+                ));
+            }
+            Ok(Incoming::Event(Event::Result {
+                seq,
+                submission: env.body,
+            }))
+        }
+        Some(Subject::Error { .. }) => {
+            let env = wire::decode::<ErrorMessage>(headers, &msg.payload)?;
+            check_swarm(&env.swarm_id)?;
+            Ok(match env.body.task_id {
+                Some(task_id) => Incoming::Event(Event::TaskError {
+                    task_id,
+                    attempt: env.body.attempt,
+                    error: env.body.error,
+                }),
+                None => Incoming::Ignore,
+            })
+        }
+        Some(Subject::Control { .. }) => {
+            let env = wire::decode::<Control>(headers, &msg.payload)?;
+            check_swarm(&env.swarm_id)?;
+            Ok(match env.body {
+                Control::Cancel { reason } => Incoming::Event(Event::Cancel {
+                    reason: if reason.is_empty() {
+                        format!("cancelled by {}", env.sender_agent)
+                    } else {
+                        reason
+                    },
+                }),
+            })
+        }
+        _ => Err(ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            format!("the manager does not consume {}", msg.subject),
+        )),
+    }
+}
+
+fn encode_state(state: &SwarmState) -> anyhow::Result<Bytes> {
+    Ok(Bytes::from(Codec::MsgPack.encode(state)?))
+}
+
+async fn load(ctx: &Ctx, swarm_id: &str) -> anyhow::Result<Option<Cached>> {
+    let entry = ctx
+        .infra
+        .swarms
+        .entry(swarm_id)
+        .await
+        .context("reading swarm state")?;
+    match entry {
+        Some(e) if e.operation == kv::Operation::Put => {
+            let state: SwarmState = Codec::MsgPack
+                .decode(&e.value)
+                .context("decoding stored swarm state")?;
+            Ok(Some(Cached {
+                state,
+                revision: e.revision,
+            }))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Stores `state` if the key is still at `revision` (0: must not exist).
+/// `Ok(None)` means another writer got there first.
+async fn store(ctx: &Ctx, state: &SwarmState, revision: u64) -> anyhow::Result<Option<u64>> {
+    let bytes = encode_state(state)?;
+    let swarms = &ctx.infra.swarms;
+    if revision == 0 {
+        match swarms.create(&state.swarm_id, bytes).await {
+            Ok(r) => Ok(Some(r)),
+            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(None),
+            Err(e) => Err(anyhow::Error::new(e).context("creating swarm state")),
+        }
+    } else {
+        match swarms.update(&state.swarm_id, bytes, revision).await {
+            Ok(r) => Ok(Some(r)),
+            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(None),
+            Err(e) => Err(anyhow::Error::new(e).context("updating swarm state")),
+        }
+    }
+}
+
+async fn handle(
+    ctx: &Ctx,
+    swarm_id: &str,
+    cache: &mut Option<Cached>,
+    msg: &jetstream::Message,
+) -> Result<(), Failure> {
+    let incoming = decode(swarm_id, msg).map_err(Failure::Reject)?;
+    if matches!(incoming, Incoming::Ignore) {
+        return Ok(());
+    }
+    let info = msg
+        .info()
+        .map_err(|e| Failure::Retry(anyhow::anyhow!("{e}")))?;
+    let seq = info.stream_sequence;
+    let delivered = info.delivered;
+    // Compare-and-swap loop: a lost race means another replica moved the
+    // state; reload and apply again (events are idempotent by content).
+    for _ in 0..16 {
+        let fresh = cache.is_none();
+        if fresh {
+            *cache = load(ctx, swarm_id).await?;
+        }
+        let now = Utc::now();
+        let (next, applied, revision) = match (cache.as_ref(), &incoming) {
+            (None, Incoming::Deploy(d)) => {
+                let (state, commands) = machine::deploy(swarm_id, d, seq, now);
+                info!(tasks = state.tasks.len(), status = ?state.status, "swarm deployed");
+                (
+                    state,
+                    Applied {
+                        changed: true,
+                        commands,
+                    },
+                    0,
+                )
+            }
+            (None, Incoming::Event(_)) => {
+                // An event for a swarm whose state is not stored (yet): give
+                // the deployment time to land, then record it as a dead letter.
+                if delivered < 5 {
+                    return Err(Failure::Retry(anyhow::anyhow!(
+                        "swarm {swarm_id} has no state yet"
+                    )));
+                }
+                return Err(Failure::Reject(ErrorBody::new(
+                    ErrorCode::NotFound,
+                    format!("no swarm {swarm_id} exists"),
+                )));
+            }
+            (Some(c), Incoming::Deploy(_)) => {
+                debug!("deployment seen again; re-sending what the state still owes");
+                let commands = machine::outstanding(&c.state);
+                (
+                    c.state.clone(),
+                    Applied {
+                        changed: false,
+                        commands,
+                    },
+                    c.revision,
+                )
+            }
+            (Some(c), Incoming::Event(event)) => {
+                let mut state = c.state.clone();
+                let applied = machine::apply(&mut state, seq, event.clone(), now);
+                (state, applied, c.revision)
+            }
+            (_, Incoming::Ignore) => return Ok(()),
+        };
+        if !applied.changed && !fresh {
+            // "Nothing to do" from a cached state may only mean the cache is
+            // behind another replica's writes: decide again on a fresh read.
+            *cache = None;
+            continue;
+        }
+        if applied.changed {
+            match store(ctx, &next, revision).await? {
+                Some(rev) => {
+                    *cache = Some(Cached {
+                        state: next,
+                        revision: rev,
+                    });
+                }
+                None => {
+                    debug!("lost a state compare-and-swap; reloading");
+                    *cache = None;
+                    continue;
+                }
+            }
+        }
+        execute(ctx, cache, applied.commands).await?;
+        return Ok(());
+    }
+    Err(Failure::Retry(anyhow::anyhow!(
+        "state kept changing under us"
+    )))
+}
+
+async fn execute(
+    ctx: &Ctx,
+    cache: &mut Option<Cached>,
+    commands: Vec<Command>,
+) -> anyhow::Result<()> {
+    let Some(c) = cache.as_ref() else {
+        return Ok(());
+    };
+    let swarm_id = c.state.swarm_id.clone();
+    // Send every assignment first, then wait for all the acks: one round trip, not one per task.
+    let mut acks = Vec::new();
+    let mut finalize = false;
+    for cmd in commands {
+        match cmd {
+            Command::Assign {
+                pool,
+                msg_id,
+                assignment,
+            } => {
+                info!(task_id = %assignment.task_id, attempt = assignment.attempt, revision = assignment.revision, %pool, "task assigned");
+                let subject = subjects::work(&pool, &swarm_id, &assignment.task_id);
+                let correlation = assignment.task_id.clone();
+                let env = Envelope::new(
+                    ctx.agent_id.as_str(),
+                    pool.as_str(),
+                    swarm_id.as_str(),
+                    correlation,
+                    *assignment,
+                );
+                acks.push(wire::send(&ctx.infra.js, subject, &env, Some(&msg_id)).await?);
+            }
+            Command::Finalize => finalize = true,
+        }
+    }
+    for ack in acks {
+        ack.await.context("assignment not stored")?;
+    }
+    if finalize {
+        publish_report(ctx, cache).await?;
+    }
+    Ok(())
+}
+
+async fn publish_report(ctx: &Ctx, cache: &mut Option<Cached>) -> anyhow::Result<()> {
+    let Some(c) = cache.as_ref() else {
+        return Ok(());
+    };
+    let state = &c.state;
+    let mut results = HashMap::new();
+    for t in &state.tasks {
+        if let Some(seq) = t.result_seq {
+            let raw = ctx
+                .a2ap
+                .direct_get(seq)
+                .await
+                .with_context(|| format!("reading the result of {}", t.definition.task_id))?;
+            let env = wire::decode::<ResultSubmission>(Some(&raw.headers), &raw.payload).map_err(
+                |e| anyhow::anyhow!("stored result of {} unreadable: {e}", t.definition.task_id),
+            )?;
+            results.insert(t.definition.task_id.clone(), env.body.result);
+        }
+    }
+    let report: FinalReport = crate::report::build(state, &results, ctx.report_budget, Utc::now());
+    let swarm_id = state.swarm_id.clone();
+    let env = Envelope::new(
+        ctx.agent_id.as_str(),
+        "boss",
+        swarm_id.as_str(),
+        swarm_id.as_str(),
+        report,
+    );
+    wire::publish(
+        &ctx.infra.js,
+        subjects::report(&swarm_id),
+        &env,
+        Some(&format!("{swarm_id}.report")),
+    )
+    .await?;
+    info!(overall_status = ?env.body.overall_status, "final report published");
+    // Remember that the report is out, so a later redelivery does not send it again.
+    for _ in 0..16 {
+        let Some(c) = cache.as_mut() else {
+            *cache = load(ctx, &swarm_id).await?;
+            continue;
+        };
+        if c.state.report_published {
+            return Ok(());
+        }
+        let mut next = c.state.clone();
+        next.report_published = true;
+        match store(ctx, &next, c.revision).await? {
+            Some(rev) => {
+                *cache = Some(Cached {
+                    state: next,
+                    revision: rev,
+                });
+                return Ok(());
+            }
+            None => *cache = load(ctx, &swarm_id).await?,
+        }
+    }
+    error!(
+        "could not record that the report was published; a redelivery may send it again (deduplicated)"
+    );
+    Ok(())
+}

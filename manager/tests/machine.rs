@@ -1,0 +1,320 @@
+//! Script tests of the swarm state machine: every rule, no broker.
+
+#![allow(clippy::unwrap_used)] // tests report failure by panicking
+
+use chrono::{TimeZone, Utc};
+use swarm_common::{
+    ErrorBody, ErrorCode, Limits, ResultSubmission, SwarmDeployment, SwarmDeploymentPlan,
+    SwarmState, SwarmStatus, TaskDefinition, TaskStatus, WorkerDeploymentPlan,
+};
+use swarm_manager::machine::{self, Command, Event};
+
+fn now() -> chrono::DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 1, 12, 0, 0).unwrap()
+}
+
+fn task(id: &str, deps: &[&str]) -> TaskDefinition {
+    TaskDefinition {
+        task_id: id.into(),
+        title: format!("title {id}"),
+        description: format!("do {id}"),
+        assigned_to: "w".into(),
+        dependencies: deps.iter().map(|d| d.to_string()).collect(),
+        priority: None,
+        max_result_bytes: None,
+    }
+}
+
+fn deployment(tasks: Vec<TaskDefinition>) -> SwarmDeployment {
+    SwarmDeployment {
+        mission: "m".into(),
+        mission_id: None,
+        plan: SwarmDeploymentPlan {
+            manager_directive: "d".into(),
+            workers: vec![WorkerDeploymentPlan {
+                name: "w".into(),
+                role: "r".into(),
+                system_prompt: "p".into(),
+                tools: vec![],
+                collaborators: vec![],
+                pool: "code".into(),
+            }],
+            tasks,
+            success_criteria: vec![],
+            planner: "test".into(),
+        },
+        limits: Limits::default(),
+        accepted_at: now(),
+        deadline: now() + chrono::Duration::hours(1),
+    }
+}
+
+fn assigned(cmds: &[Command]) -> Vec<(String, u32, u32)> {
+    cmds.iter()
+        .filter_map(|c| match c {
+            Command::Assign { assignment, .. } => Some((
+                assignment.task_id.clone(),
+                assignment.attempt,
+                assignment.revision,
+            )),
+            Command::Finalize => None,
+        })
+        .collect()
+}
+
+fn result(task_id: &str, attempt: u32, revision: u32, text: &str) -> ResultSubmission {
+    ResultSubmission {
+        task_id: task_id.into(),
+        status: TaskStatus::Completed,
+        result: text.into(),
+        attempt,
+        revision,
+        provider: "offline".into(),
+        worker_id: "worker-1".into(),
+        started_at: now(),
+        completed_at: now(),
+        steps: vec![],
+        metrics: Default::default(),
+        error: None,
+    }
+}
+
+fn submit(state: &mut SwarmState, seq: u64, r: ResultSubmission) -> machine::Applied {
+    machine::apply(state, seq, Event::Result { seq, submission: r }, now())
+}
+
+fn status(state: &SwarmState, id: &str) -> TaskStatus {
+    state.task(id).unwrap().status
+}
+
+#[test]
+fn chain_and_fan_out_run_in_dependency_order() {
+    // a -> (b, c) -> d
+    let d = deployment(vec![
+        task("a", &[]),
+        task("b", &["a"]),
+        task("c", &["a"]),
+        task("d", &["b", "c"]),
+    ]);
+    let (mut s, cmds) = machine::deploy("s1", &d, 1, now());
+    assert_eq!(assigned(&cmds), vec![("a".into(), 1, 0)]);
+    match &cmds[0] {
+        Command::Assign { pool, msg_id, .. } => {
+            assert_eq!(pool, "code");
+            assert_eq!(msg_id, "s1.a.a1.r0");
+        }
+        Command::Finalize => panic!("no report yet"),
+    }
+    let out = submit(&mut s, 10, result("a", 1, 0, "A"));
+    assert!(out.changed);
+    let mut fan: Vec<String> = assigned(&out.commands).into_iter().map(|x| x.0).collect();
+    fan.sort();
+    assert_eq!(fan, vec!["b", "c"]);
+    // b's assignment carries a's result as context, by stream sequence.
+    let ctx = out
+        .commands
+        .iter()
+        .find_map(|c| match c {
+            Command::Assign { assignment, .. } if assignment.task_id == "b" => {
+                Some(assignment.context.clone())
+            }
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(ctx.len(), 1);
+    assert_eq!((ctx[0].task_id.as_str(), ctx[0].result_seq), ("a", 10));
+    let out = submit(&mut s, 11, result("b", 1, 0, "B"));
+    assert!(assigned(&out.commands).is_empty(), "d waits for c");
+    let out = submit(&mut s, 12, result("c", 1, 0, "C"));
+    assert_eq!(assigned(&out.commands), vec![("d".into(), 1, 0)]);
+    let out = submit(&mut s, 13, result("d", 1, 0, "D"));
+    assert_eq!(out.commands, vec![Command::Finalize]);
+    assert_eq!(s.status, SwarmStatus::Completed);
+    assert!(s.tasks.iter().all(|t| t.status == TaskStatus::Completed));
+}
+
+#[test]
+fn a_redelivered_result_changes_nothing() {
+    let (mut s, _) = machine::deploy(
+        "s1",
+        &deployment(vec![task("a", &[]), task("b", &["a"])]),
+        1,
+        now(),
+    );
+    assert!(submit(&mut s, 5, result("a", 1, 0, "A")).changed);
+    let before = s.clone();
+    let again = submit(&mut s, 5, result("a", 1, 0, "A"));
+    assert!(!again.changed);
+    assert_eq!(s, before);
+    // What is owed is re-sent: b's assignment (deduplicated downstream by its id).
+    assert_eq!(assigned(&again.commands), vec![("b".into(), 1, 0)]);
+}
+
+#[test]
+fn gate_failure_asks_for_a_revision_with_the_reason() {
+    let mut t = task("a", &[]);
+    t.max_result_bytes = Some(10);
+    let (mut s, _) = machine::deploy("s1", &deployment(vec![t]), 1, now());
+    let out = submit(&mut s, 2, result("a", 1, 0, "far too long a result"));
+    assert_eq!(assigned(&out.commands), vec![("a".into(), 1, 1)]);
+    let feedback = match &out.commands[0] {
+        Command::Assign { assignment, .. } => assignment.feedback.clone(),
+        Command::Finalize => unreachable!(),
+    };
+    assert!(feedback[0].contains("at most 10 bytes"), "{feedback:?}");
+    // A late copy of revision 0 is stale.
+    assert!(!submit(&mut s, 3, result("a", 1, 0, "short")).changed);
+    let out = submit(&mut s, 4, result("a", 1, 1, "short"));
+    assert_eq!(out.commands, vec![Command::Finalize]);
+    let a = s.task("a").unwrap();
+    assert_eq!((a.status, a.revision), (TaskStatus::Completed, 1));
+    assert_eq!(a.gate_verdicts.iter().filter(|v| !v.passed).count(), 1);
+}
+
+#[test]
+fn exhausted_revisions_fail_the_task_and_cancel_its_dependents() {
+    let (mut s, _) = machine::deploy(
+        "s1",
+        &deployment(vec![
+            task("a", &[]),
+            task("b", &["a"]),
+            task("c", &["b"]),
+            task("x", &[]),
+        ]),
+        1,
+        now(),
+    );
+    for rev in 0..=Limits::default().max_revisions {
+        submit(&mut s, 10 + u64::from(rev), result("a", 1, rev, "   "));
+    }
+    assert_eq!(status(&s, "a"), TaskStatus::Failed);
+    assert!(
+        s.task("a")
+            .unwrap()
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("empty")
+    );
+    assert_eq!(status(&s, "b"), TaskStatus::Cancelled);
+    assert_eq!(status(&s, "c"), TaskStatus::Cancelled);
+    assert_eq!(s.status, SwarmStatus::Running, "x is still running");
+    let out = submit(&mut s, 20, result("x", 1, 0, "X"));
+    assert_eq!(out.commands, vec![Command::Finalize]);
+    assert_eq!(s.status, SwarmStatus::Failed);
+}
+
+#[test]
+fn worker_failures_retry_when_retriable_and_fail_otherwise() {
+    let (mut s, _) = machine::deploy(
+        "s1",
+        &deployment(vec![task("a", &[]), task("b", &[])]),
+        1,
+        now(),
+    );
+    let mut failed = result("a", 1, 0, "");
+    failed.status = TaskStatus::Failed;
+    failed.error = Some(ErrorBody::new(ErrorCode::Internal, "provider hiccup"));
+    let out = submit(&mut s, 2, failed);
+    assert_eq!(assigned(&out.commands), vec![("a".into(), 2, 0)]);
+    let out = machine::apply(
+        &mut s,
+        3,
+        Event::TaskError {
+            task_id: "b".into(),
+            attempt: None,
+            error: ErrorBody::new(ErrorCode::DecodeFailed, "bad assignment"),
+        },
+        now(),
+    );
+    assert!(out.changed);
+    assert_eq!(status(&s, "b"), TaskStatus::Failed);
+    // Attempts are bounded.
+    for attempt in 2..=Limits::default().max_attempts {
+        let mut f = result("a", attempt, 0, "");
+        f.status = TaskStatus::Failed;
+        f.error = Some(ErrorBody::new(ErrorCode::Internal, "again"));
+        submit(&mut s, 10 + u64::from(attempt), f);
+    }
+    assert_eq!(status(&s, "a"), TaskStatus::Failed);
+    assert_eq!(s.task("a").unwrap().attempt, Limits::default().max_attempts);
+    assert_eq!(s.status, SwarmStatus::Failed);
+}
+
+#[test]
+fn cancel_ends_the_swarm_once() {
+    let (mut s, _) = machine::deploy(
+        "s1",
+        &deployment(vec![task("a", &[]), task("b", &["a"])]),
+        1,
+        now(),
+    );
+    let out = machine::apply(
+        &mut s,
+        2,
+        Event::Cancel {
+            reason: "enough".into(),
+        },
+        now(),
+    );
+    assert_eq!(out.commands, vec![Command::Finalize]);
+    assert_eq!(s.status, SwarmStatus::Cancelled);
+    assert!(s.tasks.iter().all(|t| t.status == TaskStatus::Cancelled));
+    // A late result is ignored; the report is still owed until published.
+    let late = submit(&mut s, 3, result("a", 1, 0, "A"));
+    assert!(!late.changed);
+    assert_eq!(late.commands, vec![Command::Finalize]);
+    s.report_published = true;
+    assert!(machine::outstanding(&s).is_empty());
+}
+
+#[test]
+fn an_invalid_plan_ends_failed_with_a_report() {
+    let (s, cmds) = machine::deploy(
+        "s1",
+        &deployment(vec![task("a", &["b"]), task("b", &["a"])]),
+        1,
+        now(),
+    );
+    assert_eq!(s.status, SwarmStatus::Failed);
+    assert_eq!(cmds, vec![Command::Finalize]);
+    assert!(s.cancel_reason.as_deref().unwrap().contains("cycle"));
+}
+
+#[test]
+fn ready_tasks_go_out_critical_path_first() {
+    let d = deployment(vec![
+        task("leaf", &[]),
+        task("root", &[]),
+        task("mid", &["root"]),
+        task("end", &["mid"]),
+    ]);
+    let (_, cmds) = machine::deploy("s1", &d, 1, now());
+    let order: Vec<String> = assigned(&cmds).into_iter().map(|x| x.0).collect();
+    assert_eq!(order, vec!["root", "leaf"]);
+}
+
+#[test]
+fn the_report_shortens_results_to_fit_its_budget() {
+    let (mut s, _) = machine::deploy(
+        "s1",
+        &deployment(vec![task("a", &[]), task("b", &[])]),
+        1,
+        now(),
+    );
+    submit(&mut s, 2, result("a", 1, 0, &"x".repeat(100)));
+    submit(&mut s, 3, result("b", 1, 0, "short"));
+    let results = [
+        ("a".to_string(), "x".repeat(100)),
+        ("b".to_string(), "short".to_string()),
+    ]
+    .into();
+    let r = swarm_manager::report::build(&s, &results, 40, now());
+    assert_eq!(r.overall_status, SwarmStatus::Completed);
+    let a = r.task_results.iter().find(|t| t.task_id == "a").unwrap();
+    assert!(a.result_truncated && a.result.len() == 20);
+    let b = r.task_results.iter().find(|t| t.task_id == "b").unwrap();
+    assert!(!b.result_truncated && b.result == "short");
+    assert_eq!(r.metrics["tasks_completed"], 2.0);
+    assert!(r.summary.contains("2 of 2"), "{}", r.summary);
+}

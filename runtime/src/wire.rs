@@ -1,0 +1,120 @@
+//! A2AP on NATS: headers, typed decoding of incoming messages, publishing
+//! with deduplication ids, and dead letters.
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{Context, context::PublishAckFuture, publish::PublishAck};
+use bytes::Bytes;
+use swarm_common::{
+    Codec, DeadLetter, Envelope, ErrorBody, ErrorCode, Payload, headers as h, subjects,
+};
+
+use crate::RuntimeError;
+
+/// Headers for a payload in `codec`, with a JetStream deduplication id.
+pub fn headers(codec: Codec, msg_id: Option<&str>) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    map.insert(h::CONTENT_TYPE, codec.content_type());
+    map.insert(h::PROTOCOL_VERSION, swarm_common::PROTOCOL_VERSION);
+    if let Some(id) = msg_id {
+        map.insert(h::MSG_ID, id);
+    }
+    map
+}
+
+/// A header's value as text.
+pub fn header<'a>(headers: Option<&'a HeaderMap>, name: &str) -> Option<&'a str> {
+    headers.and_then(|m| m.get(name)).map(|v| v.as_str())
+}
+
+/// The codec named by a message's `Content-Type` (MessagePack when absent).
+pub fn codec_of(headers: Option<&HeaderMap>) -> Result<Codec, ErrorBody> {
+    Codec::from_content_type(header(headers, h::CONTENT_TYPE)).map_err(ErrorBody::from)
+}
+
+/// Decodes an A2AP message of type `T`, refusing an unsupported protocol
+/// version named in the header or in the body.
+pub fn decode<T: Payload>(
+    headers: Option<&HeaderMap>,
+    payload: &[u8],
+) -> Result<Envelope<T>, ErrorBody> {
+    if let Some(v) = header(headers, h::PROTOCOL_VERSION)
+        && !swarm_common::protocol_supported(v)
+    {
+        return Err(ErrorBody::new(
+            ErrorCode::UnsupportedProtocol,
+            format!("protocol version {v:?} is not supported"),
+        ));
+    }
+    Envelope::<T>::decode(codec_of(headers)?, payload)
+}
+
+/// Whether a publish error is worth retrying.
+fn transient(e: &RuntimeError) -> bool {
+    matches!(e, RuntimeError::Nats(_))
+}
+
+/// Sends a message to JetStream and returns the future of its ack, without waiting.
+pub async fn send<T: Payload>(
+    js: &Context,
+    subject: String,
+    envelope: &Envelope<T>,
+    msg_id: Option<&str>,
+) -> Result<PublishAckFuture, RuntimeError> {
+    let payload = Bytes::from(envelope.encode(Codec::MsgPack)?);
+    js.publish_with_headers(subject, headers(Codec::MsgPack, msg_id), payload)
+        .await
+        .map_err(|e| RuntimeError::Nats(e.to_string()))
+}
+
+/// Publishes a message to JetStream and waits until it is stored; retries
+/// transient faults (safe: the deduplication id makes a retry land once).
+pub async fn publish<T: Payload>(
+    js: &Context,
+    subject: String,
+    envelope: &Envelope<T>,
+    msg_id: Option<&str>,
+) -> Result<PublishAck, RuntimeError> {
+    let payload = Bytes::from(envelope.encode(Codec::MsgPack)?);
+    let hdrs = headers(Codec::MsgPack, msg_id);
+    crate::retry::retry(
+        || {
+            let js = js.clone();
+            let subject = subject.clone();
+            let payload = payload.clone();
+            let hdrs = hdrs.clone();
+            async move {
+                js.publish_with_headers(subject, hdrs, payload)
+                    .await
+                    .map_err(|e| RuntimeError::Nats(e.to_string()))?
+                    .await
+                    .map_err(|e| RuntimeError::Nats(e.to_string()))
+            }
+        },
+        transient,
+    )
+    .await
+}
+
+/// Records an input that can never be processed on `swarm.deadletter.<source>`.
+pub async fn dead_letter(
+    js: &Context,
+    source: &str,
+    subject: &str,
+    reason: ErrorBody,
+    payload: &[u8],
+    recorded_by: &str,
+) -> Result<(), RuntimeError> {
+    tracing::warn!(source, subject, code = %reason.code, reason = %reason.message, "dead letter");
+    let record = DeadLetter::new(subject, reason, payload, recorded_by);
+    let bytes = Bytes::from(Codec::MsgPack.encode(&record)?);
+    js.publish_with_headers(
+        subjects::deadletter(source),
+        headers(Codec::MsgPack, None),
+        bytes,
+    )
+    .await
+    .map_err(|e| RuntimeError::Nats(e.to_string()))?
+    .await
+    .map_err(|e| RuntimeError::Nats(e.to_string()))?;
+    Ok(())
+}

@@ -1,0 +1,292 @@
+//! Whole-system clusters of the Swarm binaries for one test.
+
+use std::ops::{Deref, DerefMut};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use anyhow::Context;
+use swarm_cli::local::{LocalCluster, LocalOptions};
+
+use crate::nats::dev_nats_conf;
+use crate::scratch::Scratch;
+
+/// The packages whose binaries a [`Cluster`] runs.
+const ROLE_PACKAGES: [&str; 3] = ["swarm-boss", "swarm-manager", "swarm-worker"];
+
+/// Where the `boss`, `manager` and `worker` binaries are.
+///
+/// `SWARM_BIN_DIR` if set (taken as is). Otherwise the cargo profile
+/// directory the running test was built into (a test runs from
+/// `target/<profile>/deps/`), after making sure the binaries there are
+/// current: `cargo test` builds the binaries of the package under test only,
+/// so the first call in a test process runs `cargo build --bins` for the
+/// role packages (a no-op when nothing changed). Panics with a clear message
+/// if the binaries cannot be had.
+pub fn bin_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(find_bin_dir).clone()
+}
+
+fn find_bin_dir() -> PathBuf {
+    let dir = match std::env::var_os("SWARM_BIN_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let exe = std::env::current_exe().expect("cannot find the running test's path");
+            let dir = exe
+                .parent()
+                .and_then(Path::parent)
+                .expect("the running test is not in target/<profile>/deps/")
+                .to_path_buf();
+            build_role_binaries(&dir);
+            dir
+        }
+    };
+    let boss = dir.join(format!("boss{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        boss.is_file(),
+        "no boss binary at {}: run `cargo test --workspace` so the boss/manager/worker \
+         binaries are built, or set SWARM_BIN_DIR",
+        boss.display()
+    );
+    dir
+}
+
+/// Runs `cargo build --bins` for the role packages in the profile of
+/// `profile_dir` (`target/debug`, `target/release`, `target/<custom>`).
+/// Does nothing when the test was not started by cargo.
+fn build_role_binaries(profile_dir: &Path) {
+    let Some(cargo) = std::env::var_os("CARGO") else {
+        return;
+    };
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--bins", "--quiet"])
+        .arg("--manifest-path")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"));
+    for package in ROLE_PACKAGES {
+        cmd.args(["-p", package]);
+    }
+    match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => {}
+        Some("release") => {
+            cmd.arg("--release");
+        }
+        Some(profile) => {
+            cmd.args(["--profile", profile]);
+        }
+    }
+    // Build into the same target dir as the running test (cargo marks its
+    // root with CACHEDIR.TAG; under `--target <triple>` that is one level up,
+    // and the default is then left alone).
+    if let Some(target) = profile_dir.parent()
+        && target.join("CACHEDIR.TAG").is_file()
+    {
+        cmd.env("CARGO_TARGET_DIR", target);
+    }
+    let out = cmd
+        .output()
+        .expect("cannot run cargo to build the boss/manager/worker binaries");
+    assert!(
+        out.status.success(),
+        "`cargo build --bins` of {} failed:\n{}",
+        ROLE_PACKAGES.join(", "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Builds a [`Cluster`]: `Cluster::builder().managers(2).workers(3).start().await`.
+#[derive(Debug, Clone)]
+pub struct ClusterBuilder {
+    bosses: usize,
+    managers: usize,
+    workers: usize,
+    workspace: Option<PathBuf>,
+    env: Vec<(String, String)>,
+    ready_timeout: Option<Duration>,
+    bin_dir: Option<PathBuf>,
+}
+
+impl Default for ClusterBuilder {
+    fn default() -> Self {
+        ClusterBuilder {
+            bosses: 1,
+            managers: 2,
+            workers: 2,
+            workspace: None,
+            env: Vec::new(),
+            ready_timeout: None,
+            bin_dir: None,
+        }
+    }
+}
+
+impl ClusterBuilder {
+    /// Number of boss replicas (default 1).
+    pub fn bosses(mut self, n: usize) -> Self {
+        self.bosses = n;
+        self
+    }
+
+    /// Number of manager replicas (default 2).
+    pub fn managers(mut self, n: usize) -> Self {
+        self.managers = n;
+        self
+    }
+
+    /// Number of worker replicas (default 2).
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n;
+        self
+    }
+
+    /// The workers' workspace root (default: an empty `workspace/` in the
+    /// cluster's temporary directory).
+    pub fn workspace(mut self, path: impl Into<PathBuf>) -> Self {
+        self.workspace = Some(path.into());
+        self
+    }
+
+    /// An environment variable for every role process.
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// How long to wait for the cluster to be ready (default 30 s).
+    pub fn ready_timeout(mut self, timeout: Duration) -> Self {
+        self.ready_timeout = Some(timeout);
+        self
+    }
+
+    /// Where the role binaries are (default: [`bin_dir()`]).
+    pub fn bin_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.bin_dir = Some(dir.into());
+        self
+    }
+
+    /// Starts nats-server and the roles in a new temporary directory and
+    /// waits until they are ready. The error carries the logs' tails.
+    pub async fn start(self) -> anyhow::Result<Cluster> {
+        let bin_dir = match self.bin_dir {
+            Some(dir) => dir,
+            None => tokio::task::spawn_blocking(bin_dir)
+                .await
+                .context("finding the role binaries panicked")?,
+        };
+        let dir = Scratch::new("cluster")?;
+        let mut opts = LocalOptions::new(dir.path());
+        opts.bosses = self.bosses;
+        opts.managers = self.managers;
+        opts.workers = self.workers;
+        opts.nats_conf = Some(dev_nats_conf());
+        opts.bin_dir = bin_dir;
+        opts.extra_env = self.env;
+        if let Some(timeout) = self.ready_timeout {
+            opts.ready_timeout = timeout;
+        }
+        opts.workspace_root = match self.workspace {
+            Some(path) => path,
+            None => {
+                let path = dir.path().join("workspace");
+                std::fs::create_dir_all(&path)
+                    .with_context(|| format!("cannot create {}", path.display()))?;
+                path
+            }
+        };
+        let local = LocalCluster::start(opts).await?;
+        Ok(Cluster {
+            local: Some(local),
+            dir,
+        })
+    }
+}
+
+/// A running Swarm: nats-server plus boss, manager and worker processes in
+/// a temporary directory. Derefs to [`LocalCluster`] for the processes
+/// (kill, restart, spawn more). Everything is killed on `Drop`; a test that
+/// panics while it holds a cluster prints the tails of the logs.
+#[derive(Debug)]
+pub struct Cluster {
+    // Declared before `dir`: the processes die before their files are deleted.
+    // `None` only inside `stop`.
+    local: Option<LocalCluster>,
+    dir: Scratch,
+}
+
+impl Cluster {
+    /// A builder with 1 boss, 2 managers and 2 workers.
+    pub fn builder() -> ClusterBuilder {
+        ClusterBuilder::default()
+    }
+
+    /// The supervised processes.
+    pub fn local(&self) -> &LocalCluster {
+        self.local.as_ref().expect("cluster already stopped")
+    }
+
+    /// The supervised processes, to kill, restart or add some.
+    pub fn local_mut(&mut self) -> &mut LocalCluster {
+        self.local.as_mut().expect("cluster already stopped")
+    }
+
+    /// A new client connected to the cluster's nats-server. Panics if it
+    /// cannot connect.
+    pub async fn client(&self) -> async_nats::Client {
+        let url = self.url();
+        async_nats::connect(&url)
+            .await
+            .unwrap_or_else(|e| panic!("cannot connect to the cluster's nats-server at {url}: {e}"))
+    }
+
+    /// The temporary directory (store, logs, reports, default workspace).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Where the bosses write rendered reports.
+    pub fn reports_dir(&self) -> PathBuf {
+        self.local().reports_dir().to_path_buf()
+    }
+
+    /// The last 40 lines of every process's log, for failure messages.
+    pub fn log_tails(&self) -> String {
+        self.local().log_tails(40)
+    }
+
+    /// Graceful shutdown: SIGTERM to the roles, SIGKILL after `grace`, then
+    /// the same for nats-server.
+    pub async fn stop(mut self, grace: Duration) {
+        if let Some(local) = self.local.take() {
+            local.stop(grace).await;
+        }
+    }
+}
+
+impl Deref for Cluster {
+    type Target = LocalCluster;
+
+    fn deref(&self) -> &LocalCluster {
+        self.local()
+    }
+}
+
+impl DerefMut for Cluster {
+    fn deref_mut(&mut self) -> &mut LocalCluster {
+        self.local_mut()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Some(local) = &self.local
+        {
+            eprintln!(
+                "--- swarm test cluster in {} ---\n{}",
+                self.dir.path().display(),
+                local.log_tails(40)
+            );
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! Bad input gets a clear, typed error and loses nothing: the boss answers
+//! every malformed mission with an error reply, the manager and the workers
+//! record undecodable messages as dead letters, and all of them keep serving.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests report failure by panicking
+
+mod common;
+
+use std::time::Duration;
+
+use async_nats::{HeaderMap, jetstream};
+use bytes::Bytes;
+use futures::StreamExt;
+use swarm_common::{
+    Codec, DeadLetter, ErrorCode, SwarmStatus, headers as h,
+    mission::{MissionErrorReply, MissionReply, MissionRequest, swarm_id_for},
+    subjects,
+};
+use swarm_testkit::Cluster;
+
+/// A bad mission: name, headers, body, the error code and service status it must get.
+type Case = (
+    &'static str,
+    Option<HeaderMap>,
+    Vec<u8>,
+    ErrorCode,
+    &'static str,
+);
+
+fn ct(content_type: &str) -> HeaderMap {
+    let mut m = HeaderMap::new();
+    m.insert(h::CONTENT_TYPE, content_type);
+    m
+}
+
+fn plan_json(tasks: &str) -> Vec<u8> {
+    format!(
+        r#"{{"mission": "explicit", "plan": {{"workers": [{{"name": "w"}}], "tasks": {tasks}}}}}"#
+    )
+    .into_bytes()
+}
+
+async fn dead_letters(nc: &async_nats::Client, source: &str, at_least: usize) -> Vec<DeadLetter> {
+    let js = jetstream::new(nc.clone());
+    let stream = js.get_stream(subjects::DEADLETTER_STREAM).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let consumer = stream
+            .create_consumer(jetstream::consumer::pull::OrderedConfig {
+                filter_subject: subjects::deadletter(source),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let pending = consumer.cached_info().num_pending as usize;
+        if pending >= at_least {
+            let mut msgs = consumer.messages().await.unwrap();
+            let mut out = Vec::new();
+            while out.len() < pending {
+                let m = msgs.next().await.unwrap().unwrap();
+                out.push(Codec::MsgPack.decode::<DeadLetter>(&m.payload).unwrap());
+            }
+            return out;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no dead letter from {source}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bad_mission_gets_a_typed_error_and_the_boss_keeps_serving() {
+    let mut cluster = Cluster::builder()
+        .bosses(1)
+        .managers(1)
+        .workers(1)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let oversized = vec![b'a'; swarm_common::Limits::default().max_mission_bytes + 1];
+    let cases: Vec<Case> = vec![
+        (
+            "random bytes",
+            None,
+            vec![0xff, 0x00, 0x81, 0x92, 0xc1, 0xfe, 0x13],
+            ErrorCode::DecodeFailed,
+            "400",
+        ),
+        (
+            "invalid JSON",
+            None,
+            b"{\"mission\": \"unterminated".to_vec(),
+            ErrorCode::DecodeFailed,
+            "400",
+        ),
+        (
+            "wrong field type",
+            None,
+            br#"{"mission": 42}"#.to_vec(),
+            ErrorCode::DecodeFailed,
+            "400",
+        ),
+        (
+            "unknown field",
+            None,
+            br#"{"mision": "typo"}"#.to_vec(),
+            ErrorCode::DecodeFailed,
+            "400",
+        ),
+        (
+            "unknown protocol version in the body",
+            None,
+            br#"{"mission": "m", "protocol_version": "9.9"}"#.to_vec(),
+            ErrorCode::UnsupportedProtocol,
+            "400",
+        ),
+        (
+            "unknown protocol version in the header",
+            Some({
+                let mut m = ct("text/plain");
+                m.insert(h::PROTOCOL_VERSION, "9.9");
+                m
+            }),
+            b"count the words".to_vec(),
+            ErrorCode::UnsupportedProtocol,
+            "400",
+        ),
+        (
+            "oversized mission",
+            None,
+            oversized,
+            ErrorCode::PayloadTooLarge,
+            "413",
+        ),
+        (
+            "empty mission",
+            None,
+            b"   \n".to_vec(),
+            ErrorCode::ValidationFailed,
+            "400",
+        ),
+        (
+            "dependency cycle",
+            None,
+            plan_json(
+                r#"[{"task_id": "a", "title": "a", "description": "x", "assigned_to": "w", "dependencies": ["b"]},
+                    {"task_id": "b", "title": "b", "description": "y", "assigned_to": "w", "dependencies": ["a"]}]"#,
+            ),
+            ErrorCode::ValidationFailed,
+            "400",
+        ),
+        (
+            "unknown dependency",
+            None,
+            plan_json(
+                r#"[{"task_id": "a", "title": "a", "description": "x", "assigned_to": "w", "dependencies": ["ghost"]}]"#,
+            ),
+            ErrorCode::ValidationFailed,
+            "400",
+        ),
+        (
+            "unknown worker",
+            None,
+            plan_json(
+                r#"[{"task_id": "a", "title": "a", "description": "x", "assigned_to": "nobody"}]"#,
+            ),
+            ErrorCode::ValidationFailed,
+            "400",
+        ),
+        (
+            "unsupported content type",
+            Some(ct("image/png")),
+            b"x".to_vec(),
+            ErrorCode::ValidationFailed,
+            "400",
+        ),
+    ];
+    for (name, headers, body, code, status) in cases {
+        let reply = common::raw_request(&nc, headers, body).await;
+        let err: MissionErrorReply = Codec::Json
+            .decode(&reply.payload)
+            .unwrap_or_else(|e| panic!("{name}: reply is not an error reply: {e}"));
+        assert_eq!(err.error.code, code, "{name}: {}", err.error.message);
+        assert!(
+            !err.error.message.is_empty() && !err.error.retriable,
+            "{name}"
+        );
+        let hdrs = reply.headers.expect("error headers");
+        assert_eq!(
+            hdrs.get(h::SERVICE_ERROR_CODE).map(|v| v.as_str()),
+            Some(status),
+            "{name}"
+        );
+        assert!(hdrs.get(h::SERVICE_ERROR).is_some(), "{name}");
+    }
+
+    // MessagePack in, MessagePack out: the error reply speaks the request's codec.
+    let reply = common::raw_request(&nc, Some(ct("application/msgpack")), vec![0xc1, 0xc1]).await;
+    let err: MissionErrorReply = Codec::MsgPack.decode(&reply.payload).unwrap();
+    assert_eq!(err.error.code, ErrorCode::DecodeFailed);
+    let good = Codec::MsgPack
+        .encode(&MissionRequest::text("Compute 1 + 1"))
+        .unwrap();
+    let reply = common::raw_request(&nc, Some(ct("application/msgpack")), good).await;
+    let ok: MissionReply = Codec::MsgPack.decode(&reply.payload).unwrap();
+    assert_eq!(ok.status, "accepted");
+
+    // A plain publish with no reply subject: bad ones become dead letters, good ones swarms.
+    nc.publish(subjects::MISSIONS, Bytes::from_static(b"{broken"))
+        .await
+        .unwrap();
+    let plain = MissionRequest {
+        mission_id: Some("plain-publish".into()),
+        ..MissionRequest::text("Compute 2 + 2")
+    };
+    nc.publish(
+        subjects::MISSIONS,
+        Bytes::from(Codec::Json.encode(&plain).unwrap()),
+    )
+    .await
+    .unwrap();
+    let letters = dead_letters(&nc, "boss", 1).await;
+    assert_eq!(letters[0].reason.code, ErrorCode::DecodeFailed);
+    assert_eq!(letters[0].payload_preview, "{broken");
+    let report =
+        common::final_report(&cluster, &nc, &swarm_id_for(Some("plain-publish")), 60).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed);
+
+    // After all that, the boss still serves: a mission is accepted and completes.
+    let swarm_id = common::submit(&nc, &MissionRequest::text("Compute 6 * 7")).await;
+    let report = common::final_report(&cluster, &nc, &swarm_id, 60).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed);
+    assert!(cluster.bosses[0].is_running());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_mission_id_makes_one_swarm() {
+    let cluster = Cluster::builder()
+        .bosses(2)
+        .managers(1)
+        .workers(1)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let request = MissionRequest {
+        mission_id: Some("order-7".into()),
+        ..MissionRequest::text("Compute 3 * 3")
+    };
+    let first = swarm_cli::client::submit(&nc, &request, Duration::from_secs(10))
+        .await
+        .unwrap();
+    let second = swarm_cli::client::submit(&nc, &request, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(first.swarm_id, second.swarm_id);
+    assert_eq!(first.swarm_id, swarm_id_for(Some("order-7")));
+    assert!(!first.duplicate);
+    assert!(second.duplicate);
+    common::final_report(&cluster, &nc, &first.swarm_id, 60).await;
+    let third = swarm_cli::client::submit(&nc, &request, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(third.duplicate && third.swarm_id == first.swarm_id);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let deployments =
+        common::messages::<swarm_common::SwarmDeployment>(&nc, &subjects::deploy(&first.swarm_id))
+            .await;
+    assert_eq!(deployments.len(), 1, "one deployment for one mission id");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_on_a2ap_subjects_becomes_dead_letters_and_nothing_stops() {
+    let mut cluster = Cluster::builder()
+        .bosses(1)
+        .managers(1)
+        .workers(1)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let js = jetstream::new(nc.clone());
+    let ghost = "0b7e5a4c-0000-4000-8000-000000000000";
+    for (subject, body) in [
+        (subjects::result(ghost, "t1"), &b"\xc1 not msgpack"[..]),
+        (subjects::work("general", ghost, "t1"), &b"\x00\x01\x02"[..]),
+        (
+            subjects::deploy(ghost),
+            &br#"{"message_type": "Nonsense"}"#[..],
+        ),
+        (subjects::report(ghost), &b"not a report"[..]),
+    ] {
+        js.publish(subject, Bytes::copy_from_slice(body))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let manager = dead_letters(&nc, "manager", 2).await;
+    assert!(
+        manager
+            .iter()
+            .all(|d| d.reason.code == ErrorCode::DecodeFailed && !d.reason.message.is_empty())
+    );
+    let worker = dead_letters(&nc, "worker", 1).await;
+    assert_eq!(worker[0].subject, subjects::work("general", ghost, "t1"));
+    let boss = dead_letters(&nc, "boss", 1).await;
+    assert_eq!(boss[0].subject, subjects::report(ghost));
+    // The worker also told the manager, so a real task would fail instead of waiting.
+    let errors = common::messages::<swarm_common::ErrorMessage>(&nc, &subjects::error(ghost)).await;
+    assert_eq!(errors[0].body.task_id.as_deref(), Some("t1"));
+
+    let swarm_id = common::submit(&nc, &MissionRequest::text("Compute 10 / 4")).await;
+    let report = common::final_report(&cluster, &nc, &swarm_id, 60).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed);
+    assert!(
+        report.task_results[0].result.contains("2.5"),
+        "{}",
+        report.task_results[0].result
+    );
+    let local = cluster.local_mut();
+    for p in local
+        .managers
+        .iter_mut()
+        .chain(local.workers.iter_mut())
+        .chain(local.bosses.iter_mut())
+    {
+        assert!(p.is_running(), "{} stopped", p.name());
+    }
+}

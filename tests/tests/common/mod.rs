@@ -1,0 +1,98 @@
+//! Helpers shared by the whole-system tests.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // each test file uses a subset; tests may panic
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use bytes::Bytes;
+use futures::StreamExt;
+use swarm_common::{
+    Codec, Envelope, FinalReport, Payload, SwarmState, mission::MissionRequest, subjects,
+};
+use swarm_testkit::Cluster;
+
+/// Submits a mission as JSON and returns the swarm id.
+pub async fn submit(nc: &async_nats::Client, request: &MissionRequest) -> String {
+    swarm_cli::client::submit(nc, request, Duration::from_secs(15))
+        .await
+        .expect("mission accepted")
+        .swarm_id
+}
+
+/// Follows a swarm to its final report, failing with the logs after `secs`.
+pub async fn final_report(
+    cluster: &Cluster,
+    nc: &async_nats::Client,
+    swarm_id: &str,
+    secs: u64,
+) -> FinalReport {
+    match swarm_cli::client::watch(nc, swarm_id, Duration::from_secs(secs), |_| {}).await {
+        Ok(r) => r,
+        Err(e) => panic!("{e:#}\n{}", cluster.log_tails()),
+    }
+}
+
+/// Every message of type `T` stored on `subject`.
+pub async fn messages<T: Payload>(nc: &async_nats::Client, subject: &str) -> Vec<Envelope<T>> {
+    let js = jetstream::new(nc.clone());
+    let stream = js.get_stream(subjects::A2AP_STREAM).await.unwrap();
+    let consumer = stream
+        .create_consumer(jetstream::consumer::pull::OrderedConfig {
+            filter_subject: subject.to_string(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let pending = consumer.cached_info().num_pending as usize;
+    let mut out = Vec::new();
+    if pending == 0 {
+        return out;
+    }
+    let mut msgs = consumer.messages().await.unwrap();
+    while out.len() < pending {
+        let m = tokio::time::timeout(Duration::from_secs(5), msgs.next())
+            .await
+            .expect("stored messages arrive")
+            .unwrap()
+            .unwrap();
+        out.push(swarm_runtime_decode::<T>(&m));
+    }
+    out
+}
+
+fn swarm_runtime_decode<T: Payload>(m: &jetstream::Message) -> Envelope<T> {
+    let codec = Codec::from_content_type(
+        m.headers
+            .as_ref()
+            .and_then(|h| h.get(swarm_common::headers::CONTENT_TYPE))
+            .map(|v| v.as_str()),
+    )
+    .unwrap();
+    Envelope::<T>::decode(codec, &m.payload).unwrap()
+}
+
+/// The swarm's stored state.
+pub async fn state(nc: &async_nats::Client, swarm_id: &str) -> SwarmState {
+    swarm_cli::client::state(nc, swarm_id)
+        .await
+        .unwrap()
+        .expect("swarm state stored")
+}
+
+/// Sends raw bytes as a request and returns the reply.
+pub async fn raw_request(
+    nc: &async_nats::Client,
+    headers: Option<async_nats::HeaderMap>,
+    body: Vec<u8>,
+) -> async_nats::Message {
+    let body = Bytes::from(body);
+    let headers = headers.unwrap_or_default();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        nc.request_with_headers(subjects::MISSIONS, headers, body),
+    )
+    .await
+    .expect("the boss answers in time")
+    .expect("the boss answers")
+}

@@ -1,0 +1,332 @@
+//! A mission travels from `boss.missions` to an HTML report through the
+//! boss, manager and worker binaries, each a separate process, over a real
+//! nats-server.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests report failure by panicking
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use swarm_common::{
+    FinalReport, SwarmDeploymentPlan, SwarmStatus, TaskDefinition, TaskOutcome, TaskStatus,
+    WorkerDeploymentPlan, mission::MissionRequest, subjects,
+};
+use swarm_testkit::Cluster;
+
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("notes.txt"),
+        "alpha beta gamma delta\nepsilon\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("data")).unwrap();
+    for name in ["one.txt", "two.txt", "three.txt", "four.txt"] {
+        std::fs::write(dir.path().join("data").join(name), format!("{name}\n")).unwrap();
+    }
+    dir
+}
+
+/// Every task started only after each of its dependencies was accepted.
+fn assert_dependency_order(report: &FinalReport) {
+    let by_id: HashMap<&str, &TaskOutcome> = report
+        .task_results
+        .iter()
+        .map(|t| (t.task_id.as_str(), t))
+        .collect();
+    for t in &report.task_results {
+        for d in &t.dependencies {
+            let dep = by_id[d.as_str()];
+            let (Some(done), Some(started)) = (dep.completed_at, t.started_at) else {
+                panic!("{} or its dependency {d} has no timestamps", t.task_id);
+            };
+            assert!(
+                done <= started,
+                "{} started at {started} before its dependency {d} was accepted at {done}",
+                t.task_id
+            );
+        }
+    }
+}
+
+async fn assert_one_report(nc: &async_nats::Client, swarm_id: &str) {
+    // Give a duplicate, if any were sent, time to land before counting.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let reports = common::messages::<FinalReport>(nc, &subjects::report(swarm_id)).await;
+    assert_eq!(reports.len(), 1, "exactly one FinalReport");
+}
+
+fn worker(name: &str) -> WorkerDeploymentPlan {
+    WorkerDeploymentPlan {
+        name: name.into(),
+        role: "tester".into(),
+        system_prompt: "You test Swarm.".into(),
+        tools: vec![],
+        collaborators: vec![],
+        pool: "general".into(),
+    }
+}
+
+fn task(id: &str, description: &str, deps: &[&str]) -> TaskDefinition {
+    TaskDefinition {
+        task_id: id.into(),
+        title: format!("task {id}"),
+        description: description.into(),
+        assigned_to: "w".into(),
+        dependencies: deps.iter().map(|d| d.to_string()).collect(),
+        priority: None,
+        max_result_bytes: None,
+    }
+}
+
+fn plan(tasks: Vec<TaskDefinition>) -> SwarmDeploymentPlan {
+    SwarmDeploymentPlan {
+        manager_directive: "Run every task; accept only non-empty results.".into(),
+        workers: vec![worker("w")],
+        tasks,
+        success_criteria: vec![],
+        planner: String::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_mission_travels_to_an_html_report() {
+    let ws = workspace();
+    let cluster = Cluster::builder()
+        .bosses(1)
+        .managers(2)
+        .workers(2)
+        .workspace(ws.path())
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let mission = "1. Count the words in notes.txt\n2. List the files in data\n3. Compute 6 * 7, then checksum the previous result\n";
+    let swarm_id = common::submit(&nc, &MissionRequest::text(mission)).await;
+    let report = common::final_report(&cluster, &nc, &swarm_id, 60).await;
+
+    assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
+    assert!(report.task_results.len() >= 3);
+    assert!(
+        report
+            .task_results
+            .iter()
+            .all(|t| t.status == TaskStatus::Completed)
+    );
+    assert_dependency_order(&report);
+    // Numbered steps form a chain: every task after the first waits on another.
+    assert!(
+        report
+            .task_results
+            .iter()
+            .skip(1)
+            .all(|t| !t.dependencies.is_empty())
+    );
+    // Real work through real tools, labelled as the offline provider's.
+    let count = report
+        .task_results
+        .iter()
+        .find(|t| t.description.contains("notes.txt"))
+        .unwrap();
+    assert!(
+        count.result.contains("5 words")
+            || count.result.contains("\"words\":5")
+            || count.result.contains("words: 5"),
+        "notes.txt has 5 words: {}",
+        count.result
+    );
+    let listing = report
+        .task_results
+        .iter()
+        .find(|t| t.description.contains("data"))
+        .unwrap();
+    assert!(
+        listing.result.contains("one.txt") && listing.result.contains("four.txt"),
+        "{}",
+        listing.result
+    );
+    assert!(
+        report.task_results.iter().any(|t| t.result.contains("42")),
+        "6 * 7 was computed"
+    );
+    assert!(report.task_results.iter().all(|t| t.provider == "offline"));
+    assert!(count.result.contains("offline"), "{}", count.result);
+
+    assert_one_report(&nc, &swarm_id).await;
+    let state = common::state(&nc, &swarm_id).await;
+    assert_eq!(state.status, SwarmStatus::Completed);
+    assert!(
+        state
+            .tasks
+            .iter()
+            .all(|t| t.status == TaskStatus::Completed && t.result_seq.is_some())
+    );
+
+    let record = swarm_cli::client::wait_for_rendering(&nc, &swarm_id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    let file = record
+        .report_file
+        .expect("the boss wrote the report to a file");
+    let html = std::fs::read_to_string(&file).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains(&swarm_id));
+    assert!(html.contains("notes.txt"));
+    for t in &report.task_results {
+        assert!(html.contains(&t.task_id));
+    }
+    let copy = tempfile::tempdir().unwrap();
+    let fetched = swarm_cli::client::fetch_report(&nc, &swarm_id, copy.path())
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(fetched).unwrap(),
+        html,
+        "object store and file hold the same report"
+    );
+    cluster.stop(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_explicit_plan_runs_a_chain_a_fan_out_and_a_revision() {
+    let ws = workspace();
+    let cluster = Cluster::builder()
+        .bosses(1)
+        .managers(1)
+        .workers(2)
+        .workspace(ws.path())
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let mut condensed = task("r", "List the files in data", &[]);
+    // The listing is longer than this, so review asks for a shorter version once.
+    condensed.max_result_bytes = Some(60);
+    let tasks = vec![
+        task(
+            "a",
+            r#"{"tool": "echo", "arguments": {"text": "alpha"}}"#,
+            &[],
+        ),
+        task(
+            "b",
+            r#"{"tool": "count", "arguments": {"text": "one two three"}}"#,
+            &["a"],
+        ),
+        task(
+            "c",
+            r#"{"tool": "checksum", "arguments": {"text": "alpha"}}"#,
+            &["a"],
+        ),
+        task(
+            "d",
+            r#"{"tool": "calc", "arguments": {"expression": "2^10 + 1"}}"#,
+            &["b", "c"],
+        ),
+        condensed,
+    ];
+    let request = MissionRequest {
+        plan: Some(plan(tasks)),
+        ..MissionRequest::text("An explicit plan")
+    };
+    let swarm_id = common::submit(&nc, &request).await;
+    let report = common::final_report(&cluster, &nc, &swarm_id, 60).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
+    assert_dependency_order(&report);
+    let get = |id: &str| {
+        report
+            .task_results
+            .iter()
+            .find(|t| t.task_id == id)
+            .unwrap()
+    };
+    assert_eq!(get("a").result, "alpha");
+    assert!(get("b").result.contains('3'), "{}", get("b").result);
+    assert!(
+        get("c")
+            .result
+            .contains("8ed3f6ad685b959ead7022518e1af76cd816f8e8ec7ccdda1ed4018e8f2223f8")
+    );
+    assert!(get("d").result.contains("1025"), "{}", get("d").result);
+    let r = get("r");
+    assert_eq!(r.revisions, 1, "{r:#?}");
+    assert!(r.result.len() <= 60 && !r.result.is_empty(), "{}", r.result);
+    let failed: Vec<_> = r.gate_verdicts.iter().filter(|v| !v.passed).collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(
+        (failed[0].gate.as_str(), failed[0].revision),
+        ("max_bytes", 0)
+    );
+    assert!(r.gate_verdicts.iter().any(|v| v.passed && v.revision == 1));
+    let state = common::state(&nc, &swarm_id).await;
+    assert_eq!(state.planner, "explicit");
+    assert_one_report(&nc, &swarm_id).await;
+    cluster.stop(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_task_cancels_its_dependents_and_the_report_says_failed() {
+    let cluster = Cluster::builder()
+        .bosses(1)
+        .managers(1)
+        .workers(1)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let tasks = vec![
+        task(
+            "empty",
+            r#"{"tool": "echo", "arguments": {"text": ""}}"#,
+            &[],
+        ),
+        task(
+            "after",
+            r#"{"tool": "echo", "arguments": {"text": "never"}}"#,
+            &["empty"],
+        ),
+        task(
+            "after-after",
+            r#"{"tool": "echo", "arguments": {"text": "never"}}"#,
+            &["after"],
+        ),
+        task(
+            "free",
+            r#"{"tool": "echo", "arguments": {"text": "independent"}}"#,
+            &[],
+        ),
+    ];
+    let request = MissionRequest {
+        plan: Some(plan(tasks)),
+        ..MissionRequest::text("A plan whose first task can never pass review")
+    };
+    let swarm_id = common::submit(&nc, &request).await;
+    let report = common::final_report(&cluster, &nc, &swarm_id, 60).await;
+    assert_eq!(report.overall_status, SwarmStatus::Failed);
+    let get = |id: &str| {
+        report
+            .task_results
+            .iter()
+            .find(|t| t.task_id == id)
+            .unwrap()
+    };
+    let empty = get("empty");
+    assert_eq!(empty.status, TaskStatus::Failed);
+    assert_eq!(
+        empty.revisions,
+        swarm_common::Limits::default().max_revisions
+    );
+    assert!(empty.error.as_deref().unwrap().contains("empty"));
+    assert_eq!(get("after").status, TaskStatus::Cancelled);
+    assert_eq!(get("after-after").status, TaskStatus::Cancelled);
+    assert_eq!(get("free").status, TaskStatus::Completed);
+    assert!(report.summary.contains("failed"), "{}", report.summary);
+    assert_one_report(&nc, &swarm_id).await;
+    let record = swarm_cli::client::wait_for_rendering(&nc, &swarm_id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(record.overall_status, Some(SwarmStatus::Failed));
+    cluster.stop(Duration::from_secs(5)).await;
+}

@@ -1,0 +1,448 @@
+//! The Swarm worker: a generic executor in a pool. Replicas of a pool share
+//! one durable pull consumer; each assignment carries the persona to play.
+//! For each one the worker resolves its dependencies' results, runs the
+//! agent loop (think, act with tools, observe) with its provider, streams
+//! `ProgressUpdate`s, submits a `ResultSubmission`, and acks the assignment
+//! only once the result is stored.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use async_nats::jetstream::{
+    self, AckKind,
+    consumer::{AckPolicy, DeliverPolicy, PullConsumer, pull},
+};
+use chrono::Utc;
+use futures::StreamExt;
+use swarm_agent::{
+    agent_loop::{AgentOutcome, AgentTask, ContextItem, run_task},
+    provider::{OfflineProvider, Provider},
+    tools::ToolRegistry,
+};
+use swarm_common::{
+    Envelope, ErrorBody, ErrorCode, ErrorMessage, ProgressUpdate, ResultSubmission, StepRecord,
+    TaskAssignment, TaskStatus,
+    subjects::{self, Subject},
+};
+use swarm_runtime::{Infra, NatsArgs, wire};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+use tracing::{Instrument, info, info_span, warn};
+
+/// How a worker replica runs.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// NATS connection.
+    pub nats: NatsArgs,
+    /// This replica's agent id.
+    pub agent_id: String,
+    /// The pool it serves.
+    pub pool: String,
+    /// Root folder of the file tools; paths outside it are refused.
+    pub workspace_root: PathBuf,
+    /// Tasks run at once.
+    pub concurrency: usize,
+    /// How long to finish in-flight tasks after shutdown is asked for.
+    pub drain_timeout: Duration,
+    /// Copies of each stream and bucket.
+    pub replicas: usize,
+    /// How long the server waits for an ack (extended while a task runs).
+    pub ack_wait: Duration,
+}
+
+impl WorkerConfig {
+    /// Defaults for a worker of pool `general`.
+    pub fn new(nats: NatsArgs, agent_id: impl Into<String>) -> Self {
+        Self {
+            nats,
+            agent_id: agent_id.into(),
+            pool: swarm_common::default_pool(),
+            workspace_root: PathBuf::from("."),
+            concurrency: 4,
+            drain_timeout: Duration::from_secs(10),
+            replicas: 1,
+            ack_wait: Duration::from_secs(30),
+        }
+    }
+}
+
+struct Ctx {
+    infra: Infra,
+    a2ap: jetstream::stream::Stream,
+    agent_id: String,
+    tools: ToolRegistry,
+    provider: Arc<dyn Provider>,
+    ack_wait: Duration,
+}
+
+/// Runs a worker replica until `shutdown` resolves.
+pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        subjects::is_token(&config.pool),
+        "pool {:?} must be letters, digits, '-' or '_'",
+        config.pool
+    );
+    let root = std::fs::canonicalize(&config.workspace_root)
+        .with_context(|| format!("workspace root {}", config.workspace_root.display()))?;
+    let client = config.nats.connect(&config.agent_id).await?;
+    let infra = Infra::ensure(&client, config.replicas).await?;
+    let a2ap = infra.a2ap().await?;
+    let consumer: PullConsumer = a2ap
+        .create_consumer(pull::Config {
+            durable_name: Some(subjects::worker_consumer(&config.pool)),
+            description: Some(format!("Workers of pool {}", config.pool)),
+            filter_subject: subjects::work_filter(&config.pool),
+            ack_policy: AckPolicy::Explicit,
+            ack_wait: config.ack_wait,
+            deliver_policy: DeliverPolicy::All,
+            ..Default::default()
+        })
+        .await
+        .context("creating the pool's consumer")?;
+    let concurrency = config.concurrency.max(1);
+    // Pull no more than we can start, so nothing waits in a local buffer while its ack timer runs.
+    let mut messages = consumer
+        .stream()
+        .max_messages_per_batch(concurrency)
+        .messages()
+        .await
+        .context("pulling assignments")?;
+    let ctx = Arc::new(Ctx {
+        infra,
+        a2ap,
+        agent_id: config.agent_id.clone(),
+        tools: ToolRegistry::builtin(root.clone()),
+        provider: Arc::new(OfflineProvider::new()),
+        ack_wait: config.ack_wait,
+    });
+    info!(agent_id = %config.agent_id, pool = %config.pool, workspace = %root.display(), provider = ctx.provider.name(), "worker ready");
+
+    let permits = Arc::new(Semaphore::new(concurrency));
+    let mut running = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            _ = &mut shutdown => break,
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let msg = tokio::select! {
+            _ = &mut shutdown => break,
+            Some(_) = running.join_next(), if !running.is_empty() => { drop(permit); continue; }
+            next = messages.next() => match next {
+                None => break,
+                Some(Err(e)) => {
+                    warn!(error = %e, "pulling assignments failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+                Some(Ok(m)) => m,
+            },
+        };
+        let ctx = ctx.clone();
+        let span = info_span!("task", subject = %msg.subject);
+        running.spawn(
+            async move {
+                handle(&ctx, msg).await;
+                drop(permit);
+            }
+            .instrument(span),
+        );
+        while running.try_join_next().is_some() {}
+    }
+    info!("worker draining");
+    if tokio::time::timeout(config.drain_timeout, async {
+        while running.join_next().await.is_some() {}
+    })
+    .await
+    .is_err()
+    {
+        warn!("drain deadline passed with tasks running; they will be redelivered");
+    }
+    client.drain().await.ok();
+    Ok(())
+}
+
+async fn handle(ctx: &Ctx, msg: jetstream::Message) {
+    let (swarm_id, task_id) = match Subject::parse(&msg.subject) {
+        Some(Subject::Work {
+            swarm_id, task_id, ..
+        }) => (swarm_id.to_string(), task_id.to_string()),
+        _ => {
+            let e = ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!("{} is not a work subject", msg.subject),
+            );
+            reject(ctx, &msg, None, e).await;
+            return;
+        }
+    };
+    let env = match wire::decode::<TaskAssignment>(msg.headers.as_ref(), &msg.payload) {
+        Ok(env) if env.swarm_id == swarm_id && env.body.task_id == task_id => env,
+        Ok(_) => {
+            let e = ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                "the assignment's swarm or task id does not match its subject",
+            );
+            reject(ctx, &msg, Some((&swarm_id, &task_id)), e).await;
+            return;
+        }
+        Err(e) => {
+            reject(ctx, &msg, Some((&swarm_id, &task_id)), e).await;
+            return;
+        }
+    };
+    // Keep the assignment ours while the agent works, however long a step takes.
+    let ticker = {
+        let msg_for_ticks = msg.clone();
+        let every = ctx.ack_wait / 3;
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                if msg_for_ticks.ack_with(AckKind::Progress).await.is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let outcome = work(ctx, &env).await;
+    ticker.abort();
+    match outcome {
+        Ok(()) => {
+            if let Err(e) = msg.double_ack().await {
+                warn!(error = %e, "ack not confirmed; a redelivery will find the result already stored");
+            }
+        }
+        Err(e) => {
+            warn!(
+                error = format!("{e:#}"),
+                "task not finished; it will be redelivered"
+            );
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                .await;
+        }
+    }
+}
+
+/// An assignment that can never run: tell the manager (so the task fails
+/// rather than waits) and keep a dead letter with the reason.
+async fn reject(ctx: &Ctx, msg: &jetstream::Message, task: Option<(&str, &str)>, error: ErrorBody) {
+    if let Some((swarm_id, task_id)) = task {
+        let env = Envelope::new(
+            ctx.agent_id.as_str(),
+            "manager",
+            swarm_id,
+            task_id,
+            ErrorMessage {
+                task_id: Some(task_id.to_string()),
+                attempt: None,
+                error: error.clone(),
+            },
+        );
+        if let Err(e) = wire::publish(&ctx.infra.js, subjects::error(swarm_id), &env, None).await {
+            warn!(error = %e, "cannot report the bad assignment; will retry");
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                .await;
+            return;
+        }
+    }
+    match wire::dead_letter(
+        &ctx.infra.js,
+        "worker",
+        &msg.subject,
+        error,
+        &msg.payload,
+        &ctx.agent_id,
+    )
+    .await
+    {
+        Ok(()) => {
+            let _ = msg.ack_with(AckKind::Term).await;
+        }
+        Err(e) => {
+            warn!(error = %e, "cannot record dead letter; will retry");
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                .await;
+        }
+    }
+}
+
+async fn progress(
+    ctx: &Ctx,
+    env: &Envelope<TaskAssignment>,
+    status: TaskStatus,
+    pct: u8,
+    message: String,
+    metrics: Vec<(&str, f64)>,
+) {
+    let a = &env.body;
+    let update = Envelope::new(
+        ctx.agent_id.as_str(),
+        env.sender_agent.as_str(),
+        env.swarm_id.as_str(),
+        a.task_id.as_str(),
+        ProgressUpdate {
+            task_id: a.task_id.clone(),
+            status,
+            progress_percentage: pct,
+            message,
+            attempt: a.attempt,
+            revision: a.revision,
+            metrics: metrics
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        },
+    );
+    // Progress is advisory: send without waiting for the store's ack.
+    if let Err(e) = wire::send(
+        &ctx.infra.js,
+        subjects::progress(&env.swarm_id, &a.task_id),
+        &update,
+        None,
+    )
+    .await
+    {
+        warn!(error = %e, "progress update not sent");
+    }
+}
+
+async fn context_items(ctx: &Ctx, a: &TaskAssignment) -> anyhow::Result<Vec<ContextItem>> {
+    let mut items = Vec::with_capacity(a.context.len());
+    for c in &a.context {
+        let raw = ctx
+            .a2ap
+            .direct_get(c.result_seq)
+            .await
+            .with_context(|| format!("reading the result of dependency {}", c.task_id))?;
+        let env = wire::decode::<ResultSubmission>(Some(&raw.headers), &raw.payload)
+            .map_err(|e| anyhow::anyhow!("dependency {} result unreadable: {e}", c.task_id))?;
+        items.push(ContextItem {
+            task_id: c.task_id.clone(),
+            title: c.title.clone(),
+            result: env.body.result,
+        });
+    }
+    Ok(items)
+}
+
+async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>) -> anyhow::Result<()> {
+    let a = &env.body;
+    let started_at = Utc::now();
+    info!(swarm_id = %env.swarm_id, task_id = %a.task_id, attempt = a.attempt, revision = a.revision, "task started");
+    progress(
+        ctx,
+        env,
+        TaskStatus::InProgress,
+        0,
+        format!("{} started on {}", a.task_id, ctx.agent_id),
+        vec![],
+    )
+    .await;
+    let outcome = if Utc::now() > a.deadline {
+        AgentOutcome {
+            status: TaskStatus::Failed,
+            result: String::new(),
+            steps: Vec::new(),
+            metrics: Default::default(),
+            error: Some(ErrorBody::new(
+                ErrorCode::Timeout,
+                "the swarm's deadline passed before the task started",
+            )),
+            provider: ctx.provider.name().to_string(),
+        }
+    } else {
+        let task = AgentTask {
+            task_id: a.task_id.clone(),
+            title: a.title.clone(),
+            description: a.description.clone(),
+            persona: a.persona.clone(),
+            context: context_items(ctx, a).await?,
+            feedback: a.feedback.clone(),
+            max_steps: a.max_steps,
+            max_result_bytes: a.max_result_bytes,
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel::<StepRecord>();
+        let forward = async {
+            while let Some(step) = rx.recv().await {
+                let pct = (step.step * 90 / a.max_steps.max(1)).min(95) as u8;
+                let what = match &step.tool {
+                    Some(tool) => format!("step {}: called {tool}", step.step),
+                    None => format!("step {}: answered", step.step),
+                };
+                progress(
+                    ctx,
+                    env,
+                    TaskStatus::InProgress,
+                    pct,
+                    what,
+                    vec![("step", f64::from(step.step))],
+                )
+                .await;
+            }
+        };
+        let run = async {
+            let outcome = run_task(ctx.provider.as_ref(), &ctx.tools, &task, Some(&tx)).await;
+            drop(tx);
+            outcome
+        };
+        let (outcome, ()) = tokio::join!(run, forward);
+        outcome
+    };
+    let completed_at = Utc::now();
+    let status = outcome.status;
+    let submission = ResultSubmission {
+        task_id: a.task_id.clone(),
+        status,
+        result: outcome.result,
+        attempt: a.attempt,
+        revision: a.revision,
+        provider: outcome.provider,
+        worker_id: ctx.agent_id.clone(),
+        started_at,
+        completed_at,
+        steps: outcome.steps,
+        metrics: outcome.metrics,
+        error: outcome.error,
+    };
+    let bytes = submission.result.len();
+    let result_env = Envelope::new(
+        ctx.agent_id.as_str(),
+        env.sender_agent.as_str(),
+        env.swarm_id.as_str(),
+        a.task_id.as_str(),
+        submission,
+    );
+    let msg_id = format!(
+        "{}.{}.a{}.r{}.result",
+        env.swarm_id, a.task_id, a.attempt, a.revision
+    );
+    wire::publish(
+        &ctx.infra.js,
+        subjects::result(&env.swarm_id, &a.task_id),
+        &result_env,
+        Some(&msg_id),
+    )
+    .await
+    .context("submitting the result")?;
+    let elapsed_ms = (completed_at - started_at).num_milliseconds() as f64;
+    progress(
+        ctx,
+        env,
+        status,
+        100,
+        format!("{} {:?} ({bytes} bytes)", a.task_id, status),
+        vec![("elapsed_ms", elapsed_ms), ("result_bytes", bytes as f64)],
+    )
+    .await;
+    info!(swarm_id = %env.swarm_id, task_id = %a.task_id, ?status, bytes, "task finished");
+    Ok(())
+}

@@ -1,0 +1,45 @@
+//! The `worker` binary: flags, logs, then [`swarm_worker::run`] until SIGTERM or Ctrl-C.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use swarm_runtime::CommonArgs;
+
+/// A Swarm worker replica: executes tasks of one pool.
+#[derive(Debug, Parser)]
+#[command(name = "worker", version, about)]
+struct Cli {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The pool this worker serves.
+    #[arg(long, env = "SWARM_POOL", default_value = "general")]
+    pool: String,
+    /// Root folder of the file tools; paths outside it are refused.
+    #[arg(long, env = "SWARM_WORKSPACE", default_value = ".")]
+    workspace_root: PathBuf,
+    /// Tasks run at once.
+    #[arg(long, env = "SWARM_WORKER_CONCURRENCY", default_value_t = 4)]
+    concurrency: usize,
+    /// Copies of each stream and bucket it creates (3 for a production cluster).
+    #[arg(long, env = "SWARM_REPLICAS", default_value_t = 1)]
+    replicas: usize,
+    /// Seconds before an unacknowledged assignment is redelivered (extended while a task runs).
+    #[arg(long, env = "SWARM_WORKER_ACK_WAIT", default_value_t = 30)]
+    ack_wait: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    swarm_runtime::telemetry::init(cli.common.log_format);
+    let mut config =
+        swarm_worker::WorkerConfig::new(cli.common.nats.clone(), cli.common.agent_id("worker"));
+    config.pool = cli.pool;
+    config.workspace_root = cli.workspace_root;
+    config.concurrency = cli.concurrency;
+    config.replicas = cli.replicas;
+    config.drain_timeout = cli.common.drain_timeout();
+    config.ack_wait = Duration::from_secs(cli.ack_wait.max(3));
+    swarm_worker::run(config, swarm_runtime::shutdown::signal()).await
+}
