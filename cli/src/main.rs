@@ -123,9 +123,19 @@ fn options(
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    swarm_runtime::telemetry::init(swarm_runtime::config::LogFormat::Text);
+async fn main() -> std::process::ExitCode {
+    match run(Cli::parse()).await {
+        Ok(code) => std::process::ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs one command; returns the exit code.
+async fn run(cli: Cli) -> anyhow::Result<u8> {
+    swarm_runtime::telemetry::init_with(swarm_runtime::config::LogFormat::Text, "warn");
     match cli.command {
         Command::Mission {
             text,
@@ -161,15 +171,14 @@ async fn main() -> anyhow::Result<()> {
                 request.max_execution_minutes = max_minutes;
             }
             let nc = cli.nats.connect("swarm-cli").await?;
-            let code = run_mission(
+            return run_mission(
                 &nc,
                 &request,
                 wait,
                 Duration::from_secs(timeout),
                 out.as_deref(),
             )
-            .await?;
-            std::process::exit(code);
+            .await;
         }
         Command::Status { swarm_id, json } => {
             let nc = cli.nats.connect("swarm-cli").await?;
@@ -242,10 +251,10 @@ async fn main() -> anyhow::Result<()> {
             .await;
             drop(nc);
             cluster.stop(Duration::from_secs(15)).await;
-            std::process::exit(outcome?);
+            return outcome;
         }
     }
-    Ok(())
+    Ok(0)
 }
 
 /// Submits and, with `wait`, follows a mission; returns the exit code
@@ -256,7 +265,7 @@ async fn run_mission(
     wait: bool,
     timeout: Duration,
     out: Option<&std::path::Path>,
-) -> anyhow::Result<i32> {
+) -> anyhow::Result<u8> {
     let reply = client::submit(nc, request, Duration::from_secs(15)).await?;
     println!("{}", reply.swarm_id);
     if reply.duplicate {

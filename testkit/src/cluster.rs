@@ -20,9 +20,9 @@ const ROLE_PACKAGES: [&str; 3] = ["swarm-boss", "swarm-manager", "swarm-worker"]
 /// `SWARM_BIN_DIR` if set (taken as is). Otherwise the cargo profile
 /// directory the running test was built into (a test runs from
 /// `target/<profile>/deps/`), after making sure the binaries there are
-/// current: `cargo test` builds the binaries of the package under test only,
-/// so the first call in a test process runs `cargo build --bins` for the
-/// role packages (a no-op when nothing changed). Panics with a clear message
+/// current: when one is missing or older than its sources (say after
+/// `cargo test -p swarm-tests` alone), the first call in a test process runs
+/// `cargo build --bins` for the role packages. Panics with a clear message
 /// if the binaries cannot be had.
 pub fn bin_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -39,7 +39,9 @@ fn find_bin_dir() -> PathBuf {
                 .and_then(Path::parent)
                 .expect("the running test is not in target/<profile>/deps/")
                 .to_path_buf();
-            build_role_binaries(&dir);
+            if binaries_stale(&dir) {
+                build_role_binaries(&dir);
+            }
             dir
         }
     };
@@ -51,6 +53,48 @@ fn find_bin_dir() -> PathBuf {
         boss.display()
     );
     dir
+}
+
+/// Whether a role binary is missing or older than a source file of the
+/// crates it is built from. `cargo test --workspace` builds the binaries
+/// itself (their packages have integration tests); rebuilding them here
+/// without need would relink them with `cargo build`'s feature set and make
+/// the next `cargo test` relink them back.
+fn binaries_stale(profile_dir: &Path) -> bool {
+    let oldest_binary = ["boss", "manager", "worker"]
+        .iter()
+        .map(|b| profile_dir.join(format!("{b}{}", std::env::consts::EXE_SUFFIX)))
+        .map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+        .collect::<Option<Vec<_>>>()
+        .and_then(|times| times.into_iter().min());
+    let Some(oldest_binary) = oldest_binary else {
+        return true;
+    };
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let mut dirs: Vec<PathBuf> = ["common", "runtime", "agent", "boss", "manager", "worker"]
+        .iter()
+        .map(|c| root.join(c))
+        .collect();
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n != "tests") {
+                    dirs.push(path);
+                }
+            } else if entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t > oldest_binary)
+            {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// Runs `cargo build --bins` for the role packages in the profile of
