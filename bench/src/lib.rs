@@ -1,0 +1,1 @@
+//! Swarm benchmarks (being written).
