@@ -91,16 +91,17 @@ impl Planner {
         if let Err(e) = validate_plan(&plan, &self.limits) {
             return self.fail(record, e).await;
         }
-        let minutes = request
-            .max_execution_minutes
-            .unwrap_or(self.limits.max_execution_minutes);
+        let max_execution = chrono::Duration::from_std(request.max_execution(&self.limits))
+            .unwrap_or_else(|_| {
+                chrono::Duration::minutes(i64::from(self.limits.max_execution_minutes))
+            });
         let deployment = SwarmDeployment {
             mission: request.mission.clone(),
             mission_id: request.mission_id.clone(),
             plan: plan.clone(),
             limits: self.limits.clone(),
             accepted_at: record.accepted_at,
-            deadline: record.accepted_at + chrono::Duration::minutes(i64::from(minutes)),
+            deadline: record.accepted_at + max_execution,
         };
         let tasks = swarm_common::validate::expand_tasks(&plan).len();
         let env = Envelope::new(

@@ -65,6 +65,12 @@ pub fn status_table(state: &SwarmState, record: Option<&MissionRecord>) -> Strin
     out.push_str(&format!("status    {:?}\n", state.status));
     out.push_str(&format!("mission   {}\n", clip(&state.mission, 100)));
     out.push_str(&format!("planner   {}\n", state.planner));
+    if !state.last_manager.is_empty() {
+        out.push_str(&format!(
+            "manager   {} (last to change the state)\n",
+            state.last_manager
+        ));
+    }
     out.push_str(&format!(
         "accepted  {}\n",
         state.accepted_at.format("%Y-%m-%d %H:%M:%S UTC")
@@ -87,7 +93,7 @@ pub fn status_table(state: &SwarmState, record: Option<&MissionRecord>) -> Strin
         out.push_str(&format!("report    {file}\n"));
     }
     out.push('\n');
-    let rows: Vec<[String; 8]> = state
+    let rows: Vec<[String; 9]> = state
         .tasks
         .iter()
         .map(|t| {
@@ -95,6 +101,7 @@ pub fn status_table(state: &SwarmState, record: Option<&MissionRecord>) -> Strin
                 t.definition.task_id.clone(),
                 clip(&t.definition.title, 32),
                 t.definition.assigned_to.clone(),
+                t.worker_id.clone().unwrap_or_else(|| "-".into()),
                 format!("{:?}", t.status),
                 t.attempt.to_string(),
                 t.revision.to_string(),

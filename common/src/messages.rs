@@ -98,6 +98,10 @@ pub struct WorkerDeploymentPlan {
     pub pool: String,
 }
 
+fn default_max_attempts() -> u32 {
+    Limits::default().max_attempts
+}
+
 /// The pool a persona runs in when the plan names none.
 pub fn default_pool() -> String {
     "general".to_string()
@@ -304,6 +308,10 @@ pub struct TaskAssignment {
     pub context: Vec<ContextRef>,
     /// Most agent-loop steps.
     pub max_steps: u32,
+    /// Most deliveries to workers before the task fails (a worker that dies
+    /// on it each time does not get it forever).
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
     /// Largest result accepted.
     pub max_result_bytes: usize,
     /// Higher is more urgent.
@@ -510,6 +518,9 @@ pub enum Control {
         #[serde(default)]
         reason: String,
     },
+    /// End the swarm as TimedOut if its deadline has passed (a no-op
+    /// otherwise). Managers send it when they see a deadline go by.
+    Expire,
 }
 
 impl Payload for Control {

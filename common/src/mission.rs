@@ -20,9 +20,12 @@ pub struct MissionRequest {
     /// The caller's id for idempotent retries: the same id makes the same swarm.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mission_id: Option<String>,
-    /// How long the swarm may run.
+    /// How long the swarm may run, in minutes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_execution_minutes: Option<u32>,
+    /// How long the swarm may run, in seconds (for short missions; wins over minutes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_execution_seconds: Option<u32>,
     /// An explicit plan, deployed as given with no planner.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<SwarmDeploymentPlan>,
@@ -38,6 +41,7 @@ impl MissionRequest {
             mission: mission.into(),
             mission_id: None,
             max_execution_minutes: None,
+            max_execution_seconds: None,
             plan: None,
             protocol_version: None,
         }
@@ -210,10 +214,33 @@ fn check_request(r: &MissionRequest, limits: &Limits) -> Result<(), ErrorBody> {
             ),
         ));
     }
+    if let Some(s) = r.max_execution_seconds
+        && (s == 0 || u64::from(s) > u64::from(limits.max_execution_minutes) * 60)
+    {
+        return Err(ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            format!(
+                "max_execution_seconds must be 1 to {}",
+                u64::from(limits.max_execution_minutes) * 60
+            ),
+        ));
+    }
     if let Some(plan) = &r.plan {
         crate::validate::validate_plan(plan, limits)?;
     }
     Ok(())
+}
+
+impl MissionRequest {
+    /// How long the swarm may run: seconds if given, else minutes, else `limits`.
+    pub fn max_execution(&self, limits: &Limits) -> std::time::Duration {
+        let secs = match (self.max_execution_seconds, self.max_execution_minutes) {
+            (Some(s), _) => u64::from(s),
+            (None, Some(m)) => u64::from(m) * 60,
+            (None, None) => u64::from(limits.max_execution_minutes) * 60,
+        };
+        std::time::Duration::from_secs(secs)
+    }
 }
 
 /// The swarm id for a mission: derived from its `mission_id` (UUID v5), so a

@@ -72,6 +72,9 @@ pub struct TaskState {
     /// Why it failed or was cancelled.
     #[serde(default)]
     pub error: Option<String>,
+    /// The worker that produced the latest result.
+    #[serde(default)]
+    pub worker_id: Option<String>,
     /// Every gate verdict on every version.
     #[serde(default)]
     pub gate_verdicts: Vec<GateVerdict>,
@@ -118,6 +121,9 @@ pub struct SwarmState {
     /// Running totals (attempts, revisions, gate failures, ...).
     #[serde(default)]
     pub metrics: BTreeMap<String, f64>,
+    /// The manager replica that last changed this state.
+    #[serde(default)]
+    pub last_manager: String,
     /// Whether the final report has been published (it is published once).
     #[serde(default)]
     pub report_published: bool,

@@ -39,6 +39,8 @@ pub enum Event {
         /// Why.
         reason: String,
     },
+    /// A manager saw the swarm's deadline pass (a no-op before the deadline).
+    Expire,
 }
 
 /// Something the NATS layer must do once the new state is stored.
@@ -91,6 +93,7 @@ pub fn deploy(
         cancel_reason: None,
         last_event_seq: seq,
         metrics: Default::default(),
+        last_manager: String::new(),
         report_published: false,
     };
     let checked = validate_plan(&d.plan, &d.limits).and_then(|()| {
@@ -131,6 +134,7 @@ pub fn deploy(
             result_preview: String::new(),
             provider: String::new(),
             error: None,
+            worker_id: None,
             gate_verdicts: Vec::new(),
         });
     }
@@ -162,17 +166,27 @@ pub fn apply(state: &mut SwarmState, seq: u64, event: Event, now: DateTime<Utc>)
             error,
         } => on_task_error(state, &task_id, attempt, error, now, &mut commands),
         Event::Cancel { reason } => {
-            for t in state.tasks.iter_mut().filter(|t| !t.status.is_terminal()) {
-                t.status = TaskStatus::Cancelled;
-                t.completed_at = Some(now);
-                t.error = Some(format!("cancelled: {reason}"));
-            }
-            state.status = SwarmStatus::Cancelled;
+            end_early(
+                state,
+                SwarmStatus::Cancelled,
+                format!("cancelled: {reason}"),
+                now,
+            );
             state.cancel_reason = Some(reason);
-            state.completed_at = Some(now);
             commands.push(Command::Finalize);
             true
         }
+        Event::Expire if now >= state.deadline => {
+            let why = format!(
+                "the swarm's deadline ({}) passed",
+                state.deadline.to_rfc3339()
+            );
+            end_early(state, SwarmStatus::TimedOut, why.clone(), now);
+            state.cancel_reason = Some(why);
+            commands.push(Command::Finalize);
+            true
+        }
+        Event::Expire => false,
     };
     if !changed {
         return Applied {
@@ -183,6 +197,18 @@ pub fn apply(state: &mut SwarmState, seq: u64, event: Event, now: DateTime<Utc>)
     state.last_event_seq = state.last_event_seq.max(seq);
     finish_if_done(state, now, &mut commands);
     Applied { changed, commands }
+}
+
+/// Ends a running swarm before its tasks are done: every unfinished task is
+/// cancelled with `why`; finished results stay in the report.
+fn end_early(state: &mut SwarmState, status: SwarmStatus, why: String, now: DateTime<Utc>) {
+    for t in state.tasks.iter_mut().filter(|t| !t.status.is_terminal()) {
+        t.status = TaskStatus::Cancelled;
+        t.completed_at = Some(now);
+        t.error = Some(why.clone());
+    }
+    state.status = status;
+    state.completed_at = Some(now);
 }
 
 /// The side effects a state still owes: assignments of tasks handed out but
@@ -257,6 +283,7 @@ fn on_result(
         return false;
     }
     task.started_at = Some(sub.started_at);
+    task.worker_id = Some(sub.worker_id.clone());
     if sub.status != TaskStatus::Completed {
         let error = sub.error.unwrap_or_else(|| {
             ErrorBody::new(
@@ -469,6 +496,7 @@ fn assignment(state: &SwarmState, t: &TaskState) -> Command {
             feedback: t.feedback.clone(),
             context,
             max_steps: state.limits.max_steps,
+            max_attempts: state.limits.max_attempts,
             max_result_bytes,
             priority: t.priority,
             deadline: state.deadline,

@@ -11,11 +11,13 @@ use swarm_runtime::CommonArgs;
 struct Cli {
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    health: swarm_runtime::health::HealthArgs,
     /// Copies of each stream and bucket it creates (3 for a production cluster).
     #[arg(long, env = "SWARM_REPLICAS", default_value_t = 1)]
     replicas: usize,
     /// Seconds the server waits for an event's ack before redelivering it.
-    #[arg(long, env = "SWARM_MANAGER_ACK_WAIT", default_value_t = 30)]
+    #[arg(long, env = "SWARM_MANAGER_ACK_WAIT", default_value_t = 10)]
     ack_wait: u64,
 }
 
@@ -23,6 +25,13 @@ struct Cli {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     swarm_runtime::telemetry::init(cli.common.log_format);
+    swarm_runtime::health::spawn(
+        &cli.health,
+        cli.common.nats.clone(),
+        "manager",
+        "manager-health".into(),
+    )
+    .await?;
     let mut config =
         swarm_manager::ManagerConfig::new(cli.common.nats.clone(), cli.common.agent_id("manager"));
     config.drain_timeout = cli.common.drain_timeout();

@@ -60,12 +60,14 @@ impl ManagerConfig {
             agent_id: agent_id.into(),
             drain_timeout: Duration::from_secs(10),
             replicas: 1,
-            ack_wait: Duration::from_secs(30),
+            ack_wait: Duration::from_secs(10),
         }
     }
 }
 
 struct Ctx {
+    /// Deadlines of the running swarms this replica has seen, for the sweeper.
+    deadlines: std::sync::Mutex<HashMap<String, chrono::DateTime<Utc>>>,
     infra: Infra,
     a2ap: jetstream::stream::Stream,
     agent_id: String,
@@ -105,12 +107,14 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
         .await
         .context("pulling manager events")?;
     let ctx = Arc::new(Ctx {
+        deadlines: Default::default(),
         infra,
         a2ap,
         agent_id: config.agent_id.clone(),
         report_budget: (client.server_info().max_payload / 2).max(64 * 1024),
     });
     info!(agent_id = %config.agent_id, "manager ready");
+    let sweeper = tokio::spawn(sweep_deadlines(ctx.clone()));
 
     let mut actors: HashMap<String, mpsc::UnboundedSender<jetstream::Message>> = HashMap::new();
     let mut running = JoinSet::new();
@@ -140,6 +144,7 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
         }
     }
     info!("manager draining");
+    sweeper.abort();
     drop(actors);
     let drained = tokio::time::timeout(config.drain_timeout, async {
         while running.join_next().await.is_some() {}
@@ -327,6 +332,7 @@ fn decode(swarm_id: &str, msg: &jetstream::Message) -> Result<Incoming, ErrorBod
                         reason
                     },
                 }),
+                Control::Expire => Incoming::Event(Event::Expire),
             })
         }
         _ => Err(ErrorBody::new(
@@ -364,7 +370,11 @@ async fn load(ctx: &Ctx, swarm_id: &str) -> anyhow::Result<Option<Cached>> {
 /// Stores `state` if the key is still at `revision` (0: must not exist).
 /// `Ok(None)` means another writer got there first.
 async fn store(ctx: &Ctx, state: &SwarmState, revision: u64) -> anyhow::Result<Option<u64>> {
-    let bytes = encode_state(state)?;
+    let mut state = std::borrow::Cow::Borrowed(state);
+    if state.last_manager != ctx.agent_id {
+        state.to_mut().last_manager = ctx.agent_id.clone();
+    }
+    let bytes = encode_state(&state)?;
     let swarms = &ctx.infra.swarms;
     if revision == 0 {
         match swarms.create(&state.swarm_id, bytes).await {
@@ -396,6 +406,16 @@ async fn handle(
         .map_err(|e| Failure::Retry(anyhow::anyhow!("{e}")))?;
     let seq = info.stream_sequence;
     let delivered = info.delivered;
+    if delivered > 1 {
+        // Another replica took this event and did not finish it (it died or
+        // stalled): this is a takeover, and how long it took is worth knowing.
+        let now_ns = Utc::now()
+            .timestamp_nanos_opt()
+            .map(i128::from)
+            .unwrap_or(0);
+        let waited_ms = (now_ns - info.published.unix_timestamp_nanos()) / 1_000_000;
+        info!(delivered, seq, waited_ms = waited_ms as i64, subject = %msg.subject, "taking over a redelivered event");
+    }
     // Compare-and-swap loop: a lost race means another replica moved the
     // state; reload and apply again (events are idempotent by content).
     for _ in 0..16 {
@@ -471,6 +491,9 @@ async fn handle(
             }
         }
         execute(ctx, cache, applied.commands).await?;
+        if let Some(c) = cache.as_ref() {
+            track_deadline(ctx, &c.state);
+        }
         return Ok(());
     }
     Err(Failure::Retry(anyhow::anyhow!(
@@ -583,4 +606,86 @@ async fn publish_report(ctx: &Ctx, cache: &mut Option<Cached>) -> anyhow::Result
         "could not record that the report was published; a redelivery may send it again (deduplicated)"
     );
     Ok(())
+}
+
+/// Remembers a running swarm's deadline for the sweeper; forgets an ended one.
+fn track_deadline(ctx: &Ctx, state: &SwarmState) {
+    let Ok(mut map) = ctx.deadlines.lock() else {
+        return;
+    };
+    if state.status.is_terminal() {
+        map.remove(&state.swarm_id);
+    } else {
+        map.insert(state.swarm_id.clone(), state.deadline);
+    }
+}
+
+/// Reads every stored swarm and tracks the running ones: at start, and now
+/// and then, so a swarm whose events all went to a replica that died is
+/// still timed out.
+async fn scan_swarms(ctx: &Ctx) -> anyhow::Result<()> {
+    let mut keys = ctx.infra.swarms.keys().await.context("listing swarms")?;
+    while let Some(key) = keys.next().await {
+        let key = key.context("listing swarms")?;
+        if let Some(c) = load(ctx, &key).await? {
+            track_deadline(ctx, &c.state);
+        }
+    }
+    Ok(())
+}
+
+/// Ends swarms whose deadline passed: sends each an `Expire` control message
+/// (deduplicated across replicas by its id); the replica that applies it
+/// publishes the TimedOut report.
+async fn sweep_deadlines(ctx: Arc<Ctx>) {
+    const SCAN_EVERY: Duration = Duration::from_secs(60);
+    let mut last_scan: Option<tokio::time::Instant> = None;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        if last_scan.is_none_or(|t| t.elapsed() >= SCAN_EVERY) {
+            if let Err(e) = scan_swarms(&ctx).await {
+                warn!(
+                    error = format!("{e:#}"),
+                    "scanning swarms for deadlines failed"
+                );
+            }
+            last_scan = Some(tokio::time::Instant::now());
+        }
+        let now = Utc::now();
+        let expired: Vec<String> = match ctx.deadlines.lock() {
+            Ok(map) => map
+                .iter()
+                .filter(|(_, d)| **d <= now)
+                .map(|(id, _)| id.clone())
+                .collect(),
+            Err(_) => continue,
+        };
+        for swarm_id in expired {
+            let env = Envelope::new(
+                ctx.agent_id.as_str(),
+                "manager",
+                swarm_id.as_str(),
+                swarm_id.as_str(),
+                Control::Expire,
+            );
+            let msg_id = format!("{swarm_id}.expire");
+            match wire::publish(
+                &ctx.infra.js,
+                subjects::control(&swarm_id),
+                &env,
+                Some(&msg_id),
+            )
+            .await
+            {
+                Ok(_) => {
+                    info!(%swarm_id, "deadline passed; swarm expired");
+                    if let Ok(mut map) = ctx.deadlines.lock() {
+                        map.remove(&swarm_id);
+                    }
+                }
+                Err(e) => warn!(%swarm_id, error = %e, "cannot send the expiry; will retry"),
+            }
+        }
+    }
 }

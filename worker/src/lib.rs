@@ -5,6 +5,9 @@
 //! `ProgressUpdate`s, submits a `ResultSubmission`, and acks the assignment
 //! only once the result is stored.
 
+pub mod tools;
+
+use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,15 +23,15 @@ use futures::StreamExt;
 use swarm_agent::{
     agent_loop::{AgentOutcome, AgentTask, ContextItem, run_task},
     provider::{OfflineProvider, Provider},
-    tools::ToolRegistry,
+    tools::{ToolRegistry, typed},
 };
 use swarm_common::{
-    Envelope, ErrorBody, ErrorCode, ErrorMessage, ProgressUpdate, ResultSubmission, StepRecord,
-    TaskAssignment, TaskStatus,
+    Control, Envelope, ErrorBody, ErrorCode, ErrorMessage, ProgressUpdate, ResultSubmission,
+    StepRecord, TaskAssignment, TaskStatus,
     subjects::{self, Subject},
 };
 use swarm_runtime::{Infra, NatsArgs, wire};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 use tracing::{Instrument, info, info_span, warn};
 
@@ -51,6 +54,8 @@ pub struct WorkerConfig {
     pub replicas: usize,
     /// How long the server waits for an ack (extended while a task runs).
     pub ack_wait: Duration,
+    /// The longest one task may run (start to close) before it fails with a timeout.
+    pub task_timeout: Duration,
 }
 
 impl WorkerConfig {
@@ -65,6 +70,7 @@ impl WorkerConfig {
             drain_timeout: Duration::from_secs(10),
             replicas: 1,
             ack_wait: Duration::from_secs(30),
+            task_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -76,6 +82,55 @@ struct Ctx {
     tools: ToolRegistry,
     provider: Arc<dyn Provider>,
     ack_wait: Duration,
+    task_timeout: Duration,
+    /// Per swarm, a flag its running tasks watch; set when the swarm is cancelled.
+    cancels: std::sync::Mutex<HashMap<String, watch::Sender<bool>>>,
+}
+
+impl Ctx {
+    /// The cancel flag of a swarm's tasks.
+    fn cancel_flag(&self, swarm_id: &str) -> watch::Receiver<bool> {
+        match self.cancels.lock() {
+            Ok(mut map) => map
+                .entry(swarm_id.to_string())
+                .or_insert_with(|| watch::channel(false).0)
+                .subscribe(),
+            Err(_) => watch::channel(false).1,
+        }
+    }
+
+    /// Stops the swarm's running tasks and refuses its queued ones.
+    fn cancel(&self, swarm_id: &str) {
+        if let Ok(mut map) = self.cancels.lock() {
+            let flag = map
+                .entry(swarm_id.to_string())
+                .or_insert_with(|| watch::channel(false).0);
+            flag.send_replace(true);
+        }
+    }
+
+    /// Forgets a swarm's flag once no task watches it (cancelled flags are kept).
+    fn release(&self, swarm_id: &str) {
+        if let Ok(mut map) = self.cancels.lock()
+            && map
+                .get(swarm_id)
+                .is_some_and(|f| f.receiver_count() == 0 && !*f.borrow())
+        {
+            map.remove(swarm_id);
+        }
+    }
+}
+
+/// Listens for control messages and cancels the tasks of cancelled swarms.
+async fn watch_control(ctx: Arc<Ctx>, mut sub: async_nats::Subscriber) {
+    while let Some(msg) = sub.next().await {
+        if let Ok(env) = wire::decode::<Control>(msg.headers.as_ref(), &msg.payload)
+            && let Control::Cancel { .. } = env.body
+        {
+            info!(swarm_id = %env.swarm_id, "swarm cancelled; stopping its tasks");
+            ctx.cancel(&env.swarm_id);
+        }
+    }
 }
 
 /// Runs a worker replica until `shutdown` resolves.
@@ -114,10 +169,21 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
         infra,
         a2ap,
         agent_id: config.agent_id.clone(),
-        tools: ToolRegistry::builtin(root.clone()),
+        tools: {
+            let mut tools = ToolRegistry::builtin(root.clone());
+            tools.register(typed(tools::Sleep));
+            tools
+        },
         provider: Arc::new(OfflineProvider::new()),
         ack_wait: config.ack_wait,
+        task_timeout: config.task_timeout,
+        cancels: Default::default(),
     });
+    let control = client
+        .subscribe(subjects::control("*"))
+        .await
+        .context("subscribing to control messages")?;
+    let control_watch = tokio::spawn(watch_control(ctx.clone(), control));
     info!(agent_id = %config.agent_id, pool = %config.pool, workspace = %root.display(), provider = ctx.provider.name(), "worker ready");
 
     let permits = Arc::new(Semaphore::new(concurrency));
@@ -156,6 +222,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
         while running.try_join_next().is_some() {}
     }
     info!("worker draining");
+    control_watch.abort();
     if tokio::time::timeout(config.drain_timeout, async {
         while running.join_next().await.is_some() {}
     })
@@ -197,6 +264,20 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message) {
             return;
         }
     };
+    // A task whose worker died on it (or never finished in time) at every
+    // delivery fails instead of killing workers forever.
+    let delivered = msg.info().map(|i| i.delivered).unwrap_or(1);
+    if delivered > i64::from(env.body.max_attempts.max(1)) {
+        let error = ErrorBody::new(
+            ErrorCode::LimitExceeded,
+            format!(
+                "task {task_id} was delivered {delivered} times without a result (at most {} tries): its workers died or stalled on it",
+                env.body.max_attempts
+            ),
+        );
+        give_up(ctx, &msg, &env, error).await;
+        return;
+    }
     // Keep the assignment ours while the agent works, however long a step takes.
     let ticker = {
         let msg_for_ticks = msg.clone();
@@ -223,6 +304,49 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message) {
                 error = format!("{e:#}"),
                 "task not finished; it will be redelivered"
             );
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                .await;
+        }
+    }
+}
+
+/// Fails a task for good: tells the manager with an `Error` and stops redelivery.
+async fn give_up(
+    ctx: &Ctx,
+    msg: &jetstream::Message,
+    env: &Envelope<TaskAssignment>,
+    error: ErrorBody,
+) {
+    warn!(swarm_id = %env.swarm_id, task_id = %env.body.task_id, reason = %error.message, "giving up on task");
+    let report = Envelope::new(
+        ctx.agent_id.as_str(),
+        env.sender_agent.as_str(),
+        env.swarm_id.as_str(),
+        env.body.task_id.as_str(),
+        ErrorMessage {
+            task_id: Some(env.body.task_id.clone()),
+            attempt: Some(env.body.attempt),
+            error,
+        },
+    );
+    let msg_id = format!(
+        "{}.{}.a{}.r{}.gave-up",
+        env.swarm_id, env.body.task_id, env.body.attempt, env.body.revision
+    );
+    match wire::publish(
+        &ctx.infra.js,
+        subjects::error(&env.swarm_id),
+        &report,
+        Some(&msg_id),
+    )
+    .await
+    {
+        Ok(_) => {
+            let _ = msg.ack_with(AckKind::Term).await;
+        }
+        Err(e) => {
+            warn!(error = %e, "cannot report the failure; will retry");
             let _ = msg
                 .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
                 .await;
@@ -347,18 +471,22 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>) -> anyhow::Result<()> {
         vec![],
     )
     .await;
-    let outcome = if Utc::now() > a.deadline {
-        AgentOutcome {
-            status: TaskStatus::Failed,
-            result: String::new(),
-            steps: Vec::new(),
-            metrics: Default::default(),
-            error: Some(ErrorBody::new(
-                ErrorCode::Timeout,
-                "the swarm's deadline passed before the task started",
-            )),
-            provider: ctx.provider.name().to_string(),
-        }
+    let failed = |code: ErrorCode, message: String| AgentOutcome {
+        status: TaskStatus::Failed,
+        result: String::new(),
+        steps: Vec::new(),
+        metrics: Default::default(),
+        error: Some(ErrorBody::new(code, message)),
+        provider: ctx.provider.name().to_string(),
+    };
+    let mut cancel = ctx.cancel_flag(&env.swarm_id);
+    let outcome = if *cancel.borrow() {
+        None
+    } else if Utc::now() > a.deadline {
+        Some(failed(
+            ErrorCode::Timeout,
+            "the swarm's deadline passed before the task started".into(),
+        ))
     } else {
         let task = AgentTask {
             task_id: a.task_id.clone(),
@@ -390,12 +518,38 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>) -> anyhow::Result<()> {
             }
         };
         let run = async {
-            let outcome = run_task(ctx.provider.as_ref(), &ctx.tools, &task, Some(&tx)).await;
+            let outcome = tokio::time::timeout(
+                ctx.task_timeout,
+                run_task(ctx.provider.as_ref(), &ctx.tools, &task, Some(&tx)),
+            )
+            .await;
             drop(tx);
             outcome
         };
-        let (outcome, ()) = tokio::join!(run, forward);
-        outcome
+        let both = async { tokio::join!(run, forward).0 };
+        // A cancel stops the agent where it is: its future is dropped.
+        tokio::select! {
+            outcome = both => Some(outcome.unwrap_or_else(|_| failed(
+                ErrorCode::Timeout,
+                format!("the task ran longer than the worker's limit of {:?}", ctx.task_timeout),
+            ))),
+            Ok(_) = cancel.wait_for(|c| *c) => None,
+        }
+    };
+    drop(cancel);
+    ctx.release(&env.swarm_id);
+    let Some(outcome) = outcome else {
+        info!(swarm_id = %env.swarm_id, task_id = %a.task_id, "task stopped: its swarm was cancelled");
+        progress(
+            ctx,
+            env,
+            TaskStatus::Cancelled,
+            100,
+            format!("{} stopped: the swarm was cancelled", a.task_id),
+            vec![],
+        )
+        .await;
+        return Ok(());
     };
     let completed_at = Utc::now();
     let status = outcome.status;

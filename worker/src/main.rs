@@ -12,6 +12,8 @@ use swarm_runtime::CommonArgs;
 struct Cli {
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    health: swarm_runtime::health::HealthArgs,
     /// The pool this worker serves.
     #[arg(long, env = "SWARM_POOL", default_value = "general")]
     pool: String,
@@ -27,12 +29,22 @@ struct Cli {
     /// Seconds before an unacknowledged assignment is redelivered (extended while a task runs).
     #[arg(long, env = "SWARM_WORKER_ACK_WAIT", default_value_t = 30)]
     ack_wait: u64,
+    /// Seconds one task may run before it fails with a timeout.
+    #[arg(long, env = "SWARM_TASK_TIMEOUT", default_value_t = 600)]
+    task_timeout: u64,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     swarm_runtime::telemetry::init(cli.common.log_format);
+    swarm_runtime::health::spawn(
+        &cli.health,
+        cli.common.nats.clone(),
+        "worker",
+        "worker-health".into(),
+    )
+    .await?;
     let mut config =
         swarm_worker::WorkerConfig::new(cli.common.nats.clone(), cli.common.agent_id("worker"));
     config.pool = cli.pool;
@@ -41,5 +53,6 @@ async fn main() -> anyhow::Result<()> {
     config.replicas = cli.replicas;
     config.drain_timeout = cli.common.drain_timeout();
     config.ack_wait = Duration::from_secs(cli.ack_wait.max(3));
+    config.task_timeout = Duration::from_secs(cli.task_timeout.max(1));
     swarm_worker::run(config, swarm_runtime::shutdown::signal()).await
 }

@@ -1,0 +1,434 @@
+//! Crash-proof swarms: managers and workers killed with SIGKILL, a broker
+//! restart, cancellation and deadlines. Every path ends in exactly one
+//! `FinalReport` with the honest status, and no finished task runs again.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests report failure by panicking
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use swarm_common::{
+    FinalReport, ProgressUpdate, ResultSubmission, SwarmDeploymentPlan, SwarmStatus,
+    TaskDefinition, TaskStatus, WorkerDeploymentPlan, mission::MissionRequest, subjects,
+};
+use swarm_testkit::Cluster;
+
+fn task(id: &str, description: &str, deps: &[&str]) -> TaskDefinition {
+    TaskDefinition {
+        task_id: id.into(),
+        title: format!("task {id}"),
+        description: description.into(),
+        assigned_to: "w".into(),
+        dependencies: deps.iter().map(|d| d.to_string()).collect(),
+        priority: None,
+        max_result_bytes: None,
+    }
+}
+
+fn sleep(ms: u64) -> String {
+    format!(r#"{{"tool": "sleep", "arguments": {{"ms": {ms}}}}}"#)
+}
+
+fn echo(text: &str) -> String {
+    format!(r#"{{"tool": "echo", "arguments": {{"text": "{text}"}}}}"#)
+}
+
+fn mission(name: &str, tasks: Vec<TaskDefinition>) -> MissionRequest {
+    MissionRequest {
+        plan: Some(SwarmDeploymentPlan {
+            manager_directive: "Run every task.".into(),
+            workers: vec![WorkerDeploymentPlan {
+                name: "w".into(),
+                role: "tester".into(),
+                system_prompt: String::new(),
+                tools: vec![],
+                collaborators: vec![],
+                pool: "general".into(),
+            }],
+            tasks,
+            success_criteria: vec![],
+            planner: String::new(),
+        }),
+        ..MissionRequest::text(name)
+    }
+}
+
+/// A cluster whose redeliveries come fast, so kills are recovered from quickly.
+fn fast_redelivery() -> swarm_testkit::ClusterBuilder {
+    Cluster::builder()
+        .env("SWARM_MANAGER_ACK_WAIT", "2")
+        .env("SWARM_WORKER_ACK_WAIT", "3")
+}
+
+/// A small deterministic generator for kill timings (xorshift), seeded and printed.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Waits for the first progress update of `task_id` and returns the worker
+/// named in it ("<task> started on <worker>").
+async fn started_on(
+    nc: &async_nats::Client,
+    swarm_id: &str,
+    task_id: &str,
+    after: usize,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let updates =
+            common::messages::<ProgressUpdate>(nc, &subjects::progress(swarm_id, task_id)).await;
+        let starts: Vec<String> = updates
+            .iter()
+            .filter(|u| u.body.progress_percentage == 0 && u.body.status == TaskStatus::InProgress)
+            .map(|u| u.sender_agent.clone())
+            .collect();
+        if starts.len() > after {
+            return starts[after].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "task {task_id} did not start a {}th time",
+            after + 1
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_managers_at_random_moments_loses_no_swarm_and_repeats_no_task() {
+    let mut cluster = fast_redelivery()
+        .bosses(1)
+        .managers(3)
+        .workers(2)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let mut swarms = Vec::new();
+    for i in 0..20 {
+        let m = mission(
+            &format!("mission {i}"),
+            vec![
+                task("a", &sleep(100), &[]),
+                task("b", &echo("b"), &["a"]),
+                task("c", &echo("c"), &["a"]),
+                task("d", &sleep(50), &["b", "c"]),
+            ],
+        );
+        swarms.push(common::submit(&nc, &m).await);
+    }
+    let watchers: Vec<_> = swarms
+        .iter()
+        .map(|id| {
+            let nc = nc.clone();
+            let id = id.clone();
+            tokio::spawn(async move {
+                swarm_cli::client::watch(&nc, &id, Duration::from_secs(120), |_| {}).await
+            })
+        })
+        .collect();
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    println!("kill schedule seed {seed}");
+    let mut rng = Rng(seed);
+    let mut kills = 0;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(4) {
+        tokio::time::sleep(Duration::from_millis(50 + rng.below(300))).await;
+        let i = rng.below(3) as usize;
+        let m = &mut cluster.local_mut().managers[i];
+        m.kill();
+        kills += 1;
+        tokio::time::sleep(Duration::from_millis(rng.below(200))).await;
+        m.restart().unwrap();
+    }
+    println!("{kills} manager kills");
+    let mut reports: Vec<FinalReport> = Vec::new();
+    for w in watchers {
+        match w.await.unwrap() {
+            Ok(r) => reports.push(r),
+            Err(e) => panic!("{e:#}\n{}", cluster.log_tails()),
+        }
+    }
+    assert!(kills >= 8);
+    for (swarm_id, report) in swarms.iter().zip(&reports) {
+        assert_eq!(
+            report.overall_status,
+            SwarmStatus::Completed,
+            "{swarm_id}: {report:#?}"
+        );
+        let finals = common::messages::<FinalReport>(&nc, &subjects::report(swarm_id)).await;
+        assert_eq!(finals.len(), 1, "{swarm_id}: exactly one FinalReport");
+        for t in ["a", "b", "c", "d"] {
+            // Each execution of a task publishes one result: one means it ran once.
+            let results =
+                common::messages::<ResultSubmission>(&nc, &subjects::result(swarm_id, t)).await;
+            assert_eq!(
+                results.len(),
+                1,
+                "{swarm_id}/{t} ran {} times",
+                results.len()
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_task_is_replaced_and_the_task_completes() {
+    let mut cluster = fast_redelivery()
+        .bosses(1)
+        .managers(1)
+        .workers(2)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let m = mission(
+        "slow",
+        vec![
+            task("slow", &sleep(2000), &[]),
+            task("after", &echo("done"), &["slow"]),
+        ],
+    );
+    let swarm_id = common::submit(&nc, &m).await;
+    let victim = started_on(&nc, &swarm_id, "slow", 0).await;
+    let killed_at = Instant::now();
+    cluster
+        .local_mut()
+        .workers
+        .iter_mut()
+        .find(|w| w.name() == victim)
+        .unwrap()
+        .kill();
+    let report = common::final_report(&cluster, &nc, &swarm_id, 60).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed);
+    let state = common::state(&nc, &swarm_id).await;
+    let slow = state.task("slow").unwrap();
+    assert_ne!(
+        slow.worker_id.as_deref(),
+        Some(victim.as_str()),
+        "another worker finished it"
+    );
+    println!(
+        "task recovered {:?} after its worker was killed",
+        killed_at.elapsed()
+    );
+    let results =
+        common::messages::<ResultSubmission>(&nc, &subjects::result(&swarm_id, "slow")).await;
+    assert_eq!(results.len(), 1, "the killed attempt submitted nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_kills_every_worker_fails_after_max_attempts() {
+    let mut cluster = fast_redelivery()
+        .bosses(1)
+        .managers(1)
+        .workers(2)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let m = mission(
+        "deadly",
+        vec![
+            task("deadly", &sleep(5000), &[]),
+            task("after", &echo("never"), &["deadly"]),
+        ],
+    );
+    let swarm_id = common::submit(&nc, &m).await;
+    let max = swarm_common::Limits::default().max_attempts as usize;
+    for attempt in 0..max {
+        let victim = started_on(&nc, &swarm_id, "deadly", attempt).await;
+        let w = cluster
+            .local_mut()
+            .workers
+            .iter_mut()
+            .find(|w| w.name() == victim)
+            .unwrap();
+        w.kill();
+        w.restart().unwrap();
+    }
+    let report = common::final_report(&cluster, &nc, &swarm_id, 60).await;
+    assert_eq!(report.overall_status, SwarmStatus::Failed);
+    let deadly = report
+        .task_results
+        .iter()
+        .find(|t| t.task_id == "deadly")
+        .unwrap();
+    assert_eq!(deadly.status, TaskStatus::Failed);
+    let error = deadly.error.as_deref().unwrap();
+    assert!(
+        error.contains("limit_exceeded") && error.contains(&format!("delivered {} times", max + 1)),
+        "{error}"
+    );
+    let after = report
+        .task_results
+        .iter()
+        .find(|t| t.task_id == "after")
+        .unwrap();
+    assert_eq!(after.status, TaskStatus::Cancelled);
+    let errors =
+        common::messages::<swarm_common::ErrorMessage>(&nc, &subjects::error(&swarm_id)).await;
+    assert_eq!(errors.len(), 1, "one Error for the task");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_running_work_and_reports_cancelled() {
+    let cluster = fast_redelivery()
+        .bosses(1)
+        .managers(2)
+        .workers(1)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let m = mission(
+        "long",
+        vec![
+            task("long", &sleep(30_000), &[]),
+            task("later", &echo("x"), &["long"]),
+        ],
+    );
+    let swarm_id = common::submit(&nc, &m).await;
+    started_on(&nc, &swarm_id, "long", 0).await;
+    let asked = Instant::now();
+    swarm_cli::client::cancel(&nc, &swarm_id, "the user changed their mind")
+        .await
+        .unwrap();
+    let report = common::final_report(&cluster, &nc, &swarm_id, 20).await;
+    assert_eq!(report.overall_status, SwarmStatus::Cancelled);
+    assert!(
+        report.summary.contains("changed their mind"),
+        "{}",
+        report.summary
+    );
+    assert!(
+        report
+            .task_results
+            .iter()
+            .all(|t| t.status == TaskStatus::Cancelled)
+    );
+    // The worker stops the running task within a bounded time.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let updates =
+            common::messages::<ProgressUpdate>(&nc, &subjects::progress(&swarm_id, "long")).await;
+        if updates
+            .iter()
+            .any(|u| u.body.status == TaskStatus::Cancelled)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the worker did not stop the cancelled task"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!("cancelled and stopped in {:?}", asked.elapsed());
+    assert!(asked.elapsed() < Duration::from_secs(10));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        common::messages::<FinalReport>(&nc, &subjects::report(&swarm_id))
+            .await
+            .len(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_ends_the_swarm_timed_out_with_what_was_done() {
+    let cluster = fast_redelivery()
+        .bosses(1)
+        .managers(1)
+        .workers(1)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let mut m = mission(
+        "too slow",
+        vec![
+            task("quick", &echo("done"), &[]),
+            task("slow", &sleep(20_000), &["quick"]),
+        ],
+    );
+    m.max_execution_seconds = Some(2);
+    let swarm_id = common::submit(&nc, &m).await;
+    let report = common::final_report(&cluster, &nc, &swarm_id, 20).await;
+    assert_eq!(report.overall_status, SwarmStatus::TimedOut);
+    let by_id: HashMap<&str, _> = report
+        .task_results
+        .iter()
+        .map(|t| (t.task_id.as_str(), t))
+        .collect();
+    assert_eq!(by_id["quick"].status, TaskStatus::Completed);
+    assert_eq!(by_id["quick"].result, "done");
+    assert_eq!(by_id["slow"].status, TaskStatus::Cancelled);
+    assert!(by_id["slow"].error.as_deref().unwrap().contains("deadline"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        common::messages::<FinalReport>(&nc, &subjects::report(&swarm_id))
+            .await
+            .len(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nats_restart_mid_mission_is_ridden_out() {
+    let mut cluster = fast_redelivery()
+        .bosses(1)
+        .managers(2)
+        .workers(2)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let m = mission(
+        "through a restart",
+        vec![
+            task("one", &sleep(500), &[]),
+            task("two", &sleep(500), &["one"]),
+            task("three", &echo("three"), &["two"]),
+        ],
+    );
+    let swarm_id = common::submit(&nc, &m).await;
+    started_on(&nc, &swarm_id, "one", 0).await;
+    cluster.local_mut().nats.kill();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cluster.local_mut().nats.restart().unwrap();
+    // The old connection reconnects by itself; follow the mission on it.
+    let report = common::final_report(&cluster, &nc, &swarm_id, 90).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
+    assert_eq!(
+        report
+            .task_results
+            .iter()
+            .find(|t| t.task_id == "three")
+            .unwrap()
+            .result,
+        "three"
+    );
+    let local = cluster.local_mut();
+    for p in local
+        .managers
+        .iter_mut()
+        .chain(local.workers.iter_mut())
+        .chain(local.bosses.iter_mut())
+    {
+        assert!(p.is_running(), "{} stopped", p.name());
+    }
+}
