@@ -93,7 +93,7 @@ pub fn status_table(state: &SwarmState, record: Option<&MissionRecord>) -> Strin
         out.push_str(&format!("report    {file}\n"));
     }
     out.push('\n');
-    let rows: Vec<[String; 9]> = state
+    let rows: Vec<[String; 10]> = state
         .tasks
         .iter()
         .map(|t| {
@@ -105,6 +105,7 @@ pub fn status_table(state: &SwarmState, record: Option<&MissionRecord>) -> Strin
                 format!("{:?}", t.status),
                 t.attempt.to_string(),
                 t.revision.to_string(),
+                t.redeliveries.to_string(),
                 duration(t.assigned_at, t.completed_at),
                 if t.status == TaskStatus::Completed {
                     clip(&t.result_preview, 48)

@@ -75,6 +75,10 @@ pub struct TaskState {
     /// The worker that produced the latest result.
     #[serde(default)]
     pub worker_id: Option<String>,
+    /// Times an assignment of this task was delivered again after a worker
+    /// died or stalled on it.
+    #[serde(default)]
+    pub redeliveries: u32,
     /// Every gate verdict on every version.
     #[serde(default)]
     pub gate_verdicts: Vec<GateVerdict>,

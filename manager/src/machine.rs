@@ -135,6 +135,7 @@ pub fn deploy(
             provider: String::new(),
             error: None,
             worker_id: None,
+            redeliveries: 0,
             gate_verdicts: Vec::new(),
         });
     }
@@ -284,6 +285,9 @@ fn on_result(
     }
     task.started_at = Some(sub.started_at);
     task.worker_id = Some(sub.worker_id.clone());
+    if let Some(d) = sub.metrics.get("deliveries") {
+        task.redeliveries += (*d as u32).saturating_sub(1);
+    }
     if sub.status != TaskStatus::Completed {
         let error = sub.error.unwrap_or_else(|| {
             ErrorBody::new(

@@ -221,6 +221,7 @@ async fn a_worker_killed_mid_task_is_replaced_and_the_task_completes() {
         Some(victim.as_str()),
         "another worker finished it"
     );
+    assert_eq!(slow.redeliveries, 1, "the state counts the redelivery");
     println!(
         "task recovered {:?} after its worker was killed",
         killed_at.elapsed()
@@ -431,4 +432,61 @@ async fn a_nats_restart_mid_mission_is_ridden_out() {
     {
         assert!(p.is_running(), "{} stopped", p.name());
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mission_recorded_by_a_boss_that_died_is_planned_by_another() {
+    use async_nats::jetstream;
+    use swarm_common::{
+        Codec,
+        mission::{MissionRecord, MissionStatus, swarm_id_for},
+    };
+    // No boss yet: the mission below was accepted by one that died before planning it.
+    let mut cluster = fast_redelivery()
+        .bosses(0)
+        .managers(1)
+        .workers(1)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let js = jetstream::new(nc.clone());
+    let swarm_id = swarm_id_for(Some("orphan"));
+    let now = chrono::Utc::now();
+    let record = MissionRecord {
+        swarm_id: swarm_id.clone(),
+        request: MissionRequest {
+            mission_id: Some("orphan".into()),
+            ..MissionRequest::text("Compute 40 + 2")
+        },
+        status: MissionStatus::Accepted,
+        accepted_at: now,
+        updated_at: now,
+        plan: None,
+        overall_status: None,
+        report_object: None,
+        report_file: None,
+        error: None,
+    };
+    let bytes = bytes::Bytes::from(Codec::MsgPack.encode(&record).unwrap());
+    let missions = js.get_key_value(subjects::MISSIONS_BUCKET).await.unwrap();
+    missions.create(&swarm_id, bytes.clone()).await.unwrap();
+    js.publish(subjects::mission_record(&swarm_id), bytes)
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+
+    cluster.local_mut().spawn_boss().unwrap();
+    let report = common::final_report(&cluster, &nc, &swarm_id, 60).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed);
+    assert!(
+        report.task_results[0].result.contains("42"),
+        "{}",
+        report.task_results[0].result
+    );
+    let record = swarm_cli::client::wait_for_rendering(&nc, &swarm_id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(record.status, MissionStatus::Reported);
 }

@@ -291,7 +291,7 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message) {
             }
         })
     };
-    let outcome = work(ctx, &env).await;
+    let outcome = work(ctx, &env, delivered).await;
     ticker.abort();
     match outcome {
         Ok(()) => {
@@ -458,7 +458,7 @@ async fn context_items(ctx: &Ctx, a: &TaskAssignment) -> anyhow::Result<Vec<Cont
     Ok(items)
 }
 
-async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>) -> anyhow::Result<()> {
+async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyhow::Result<()> {
     let a = &env.body;
     let started_at = Utc::now();
     info!(swarm_id = %env.swarm_id, task_id = %a.task_id, attempt = a.attempt, revision = a.revision, "task started");
@@ -564,7 +564,13 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>) -> anyhow::Result<()> {
         started_at,
         completed_at,
         steps: outcome.steps,
-        metrics: outcome.metrics,
+        metrics: {
+            let mut m = outcome.metrics;
+            // How many times this assignment reached a worker: more than one
+            // means a worker died or stalled on it before.
+            m.insert("deliveries".into(), delivered as f64);
+            m
+        },
         error: outcome.error,
     };
     let bytes = submission.result.len();
