@@ -25,6 +25,8 @@ pub const DEADLETTER_STREAM_SUBJECTS: &str = "swarm.deadletter.>";
 
 /// KV bucket of `SwarmState`, one key per swarm id.
 pub const SWARMS_BUCKET: &str = "swarms";
+/// KV bucket of the step journal: `<swarm>.<task>.a<attempt>.r<revision>.s<step>`.
+pub const JOURNAL_BUCKET: &str = "journal";
 /// KV bucket of mission records, one key per swarm id.
 pub const MISSIONS_BUCKET: &str = "missions";
 /// Object store of rendered reports.

@@ -27,6 +27,8 @@ pub struct Infra {
     pub missions: kv::Store,
     /// Rendered reports.
     pub reports: ObjectStore,
+    /// The step journal of agent loops.
+    pub journal: kv::Store,
 }
 
 fn setup_err(what: &str, e: impl std::fmt::Display) -> RuntimeError {
@@ -152,6 +154,20 @@ impl Infra {
             },
         )
         .await?;
+        let journal = ensure_kv(
+            &js,
+            kv::Config {
+                bucket: subjects::JOURNAL_BUCKET.into(),
+                description: "Agent-loop steps by swarm, task, attempt, revision and step".into(),
+                history: 1,
+                storage: stream::StorageType::File,
+                num_replicas: replicas,
+                // A journal only matters while its task may be redelivered.
+                max_age: Duration::from_secs(7 * 24 * 3600),
+                ..Default::default()
+            },
+        )
+        .await?;
         let reports = match js.get_object_store(subjects::REPORTS_BUCKET).await {
             Ok(store) => store,
             Err(_) => {
@@ -176,6 +192,7 @@ impl Infra {
             swarms,
             missions,
             reports,
+            journal,
         })
     }
 

@@ -5,6 +5,7 @@
 //! `ProgressUpdate`s, submits a `ResultSubmission`, and acks the assignment
 //! only once the result is stored.
 
+pub mod journal;
 pub mod tools;
 
 use std::collections::HashMap;
@@ -517,14 +518,31 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
                 .await;
             }
         };
+        let journal = journal::Journal::open(
+            ctx.infra.journal.clone(),
+            &env.swarm_id,
+            &a.task_id,
+            a.attempt,
+            a.revision,
+        )
+        .await
+        .context("opening the step journal")?;
+        let provider = journal::JournaledProvider::new(ctx.provider.clone(), journal.clone());
+        let tools = journal::journaled_tools(&ctx.tools, &journal);
         let run = async {
             let outcome = tokio::time::timeout(
                 ctx.task_timeout,
-                run_task(ctx.provider.as_ref(), &ctx.tools, &task, Some(&tx)),
+                run_task(&provider, &tools, &task, Some(&tx)),
             )
             .await;
             drop(tx);
-            outcome
+            outcome.map(|mut o| {
+                o.metrics
+                    .insert("journal_replayed".into(), journal.replayed() as f64);
+                o.metrics
+                    .insert("journal_recorded".into(), journal.recorded() as f64);
+                o
+            })
         };
         let both = async { tokio::join!(run, forward).0 };
         // A cancel stops the agent where it is: its future is dropped.

@@ -1,0 +1,208 @@
+//! The step journal: every provider reply, and every result of a tool that
+//! is not read-only and idempotent, is stored in the `journal` bucket under
+//! (swarm, task, attempt, revision, step) before the agent loop goes on. A
+//! redelivered task replays the finished steps from the journal instead of
+//! paying for the same model calls, or repeating the same side effects, again.
+//!
+//! Replay is by position: the agent loop is deterministic given the same
+//! replies and tool results, so the n-th call of a rerun is the n-th call of
+//! the first run. A call that does not match its entry (another tool, other
+//! arguments) ends the replay and the loop goes on live.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_nats::jetstream::kv;
+use async_trait::async_trait;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use swarm_agent::provider::{CompletionRequest, CompletionResponse, Provider, ProviderError};
+use swarm_agent::tools::{Tool, ToolError, ToolRegistry, ToolSpec};
+use swarm_common::Codec;
+use tokio::sync::Mutex;
+use tracing::{debug, warn};
+
+/// One journaled step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Entry {
+    /// A provider's reply.
+    Reply(CompletionResponse),
+    /// A tool's result (`Err` holds the error's text).
+    Tool {
+        /// The tool.
+        name: String,
+        /// Its arguments.
+        arguments: serde_json::Value,
+        /// What it returned.
+        output: Result<String, String>,
+    },
+}
+
+/// The journal of one attempt and revision of one task.
+pub struct Journal {
+    kv: kv::Store,
+    prefix: String,
+    /// Entries of an earlier run not yet replayed, and the next step number.
+    state: Mutex<(std::collections::VecDeque<Entry>, u64)>,
+    replayed: AtomicU64,
+    recorded: AtomicU64,
+}
+
+impl Journal {
+    /// Opens the journal of `(swarm, task, attempt, revision)`, loading what
+    /// an earlier delivery recorded.
+    pub async fn open(
+        kv: kv::Store,
+        swarm_id: &str,
+        task_id: &str,
+        attempt: u32,
+        revision: u32,
+    ) -> anyhow::Result<Arc<Journal>> {
+        let prefix = format!("{swarm_id}.{task_id}.a{attempt}.r{revision}");
+        let mut earlier = std::collections::VecDeque::new();
+        loop {
+            let key = format!("{prefix}.s{}", earlier.len() + 1);
+            match kv.get(&key).await? {
+                Some(bytes) => earlier.push_back(Codec::MsgPack.decode::<Entry>(&bytes)?),
+                None => break,
+            }
+        }
+        Ok(Arc::new(Journal {
+            kv,
+            prefix,
+            state: Mutex::new((earlier, 0)),
+            replayed: AtomicU64::new(0),
+            recorded: AtomicU64::new(0),
+        }))
+    }
+
+    /// Steps replayed from an earlier run.
+    pub fn replayed(&self) -> u64 {
+        self.replayed.load(Ordering::Relaxed)
+    }
+
+    /// Steps recorded by this run.
+    pub fn recorded(&self) -> u64 {
+        self.recorded.load(Ordering::Relaxed)
+    }
+
+    /// The next entry if it satisfies `matches`; otherwise the replay ends.
+    async fn replay(&self, matches: impl Fn(&Entry) -> bool) -> Option<Entry> {
+        let mut state = self.state.lock().await;
+        let (earlier, step) = &mut *state;
+        let entry = earlier.pop_front()?;
+        if matches(&entry) {
+            *step += 1;
+            self.replayed.fetch_add(1, Ordering::Relaxed);
+            Some(entry)
+        } else {
+            warn!(prefix = %self.prefix, step = *step + 1, "journal diverges from this run; going on live");
+            earlier.clear();
+            None
+        }
+    }
+
+    /// Stores a step before the loop acts on it.
+    async fn record(&self, entry: &Entry) -> anyhow::Result<()> {
+        let mut state = self.state.lock().await;
+        state.0.clear();
+        state.1 += 1;
+        let key = format!("{}.s{}", self.prefix, state.1);
+        let bytes = Bytes::from(Codec::MsgPack.encode(entry)?);
+        self.kv.put(&key, bytes).await?;
+        self.recorded.fetch_add(1, Ordering::Relaxed);
+        debug!(%key, "journaled step");
+        Ok(())
+    }
+}
+
+/// A provider whose replies are journaled and replayed.
+pub struct JournaledProvider {
+    inner: Arc<dyn Provider>,
+    journal: Arc<Journal>,
+}
+
+impl JournaledProvider {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<dyn Provider>, journal: Arc<Journal>) -> Self {
+        Self { inner, journal }
+    }
+}
+
+#[async_trait]
+impl Provider for JournaledProvider {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    async fn complete(
+        &self,
+        request: CompletionRequest,
+    ) -> Result<CompletionResponse, ProviderError> {
+        if let Some(Entry::Reply(reply)) =
+            self.journal.replay(|e| matches!(e, Entry::Reply(_))).await
+        {
+            return Ok(reply);
+        }
+        let reply = self.inner.complete(request).await?;
+        self.journal
+            .record(&Entry::Reply(reply.clone()))
+            .await
+            .map_err(|e| ProviderError::Transport(format!("cannot journal the reply: {e:#}")))?;
+        Ok(reply)
+    }
+}
+
+/// A tool with side effects whose results are journaled and replayed.
+struct JournaledTool {
+    inner: Arc<dyn Tool>,
+    journal: Arc<Journal>,
+}
+
+#[async_trait]
+impl Tool for JournaledTool {
+    fn spec(&self) -> ToolSpec {
+        self.inner.spec()
+    }
+
+    async fn call(&self, arguments: serde_json::Value) -> Result<String, ToolError> {
+        let name = self.inner.spec().name;
+        let same = |e: &Entry| matches!(e, Entry::Tool { name: n, arguments: a, .. } if *n == name && *a == arguments);
+        if let Some(Entry::Tool { output, .. }) = self.journal.replay(same).await {
+            return output.map_err(ToolError::Failed);
+        }
+        let output = self.inner.call(arguments.clone()).await;
+        let entry = Entry::Tool {
+            name,
+            arguments,
+            output: output
+                .as_ref()
+                .map(Clone::clone)
+                .map_err(ToString::to_string),
+        };
+        self.journal
+            .record(&entry)
+            .await
+            .map_err(|e| ToolError::Failed(format!("cannot journal the tool's result: {e:#}")))?;
+        output
+    }
+}
+
+/// `registry` with every tool that is not both read-only and idempotent
+/// journaled (repeating a read is harmless; repeating a write is not).
+pub fn journaled_tools(registry: &ToolRegistry, journal: &Arc<Journal>) -> ToolRegistry {
+    let mut journaled = registry.clone();
+    for name in registry.names() {
+        let Some(tool) = registry.get(&name) else {
+            continue;
+        };
+        let a = tool.spec().annotations;
+        if !(a.read_only && a.idempotent) {
+            journaled.register(Arc::new(JournaledTool {
+                inner: tool,
+                journal: journal.clone(),
+            }));
+        }
+    }
+    journaled
+}
