@@ -12,6 +12,16 @@ pub const JSON: &str = "application/json";
 /// `Content-Type` of plain-text missions (accepted on `boss.missions` only).
 pub const TEXT: &str = "text/plain";
 
+/// The media type of a `Content-Type` value, lower-cased, without parameters.
+pub fn essence(content_type: &str) -> String {
+    content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
 /// A wire encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Codec {
@@ -65,13 +75,7 @@ impl Codec {
         let Some(ct) = content_type else {
             return Ok(Codec::MsgPack);
         };
-        let essence = ct
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
-        match essence.as_str() {
+        match essence(ct).as_str() {
             "" | MSGPACK | "application/x-msgpack" | "application/vnd.msgpack" => {
                 Ok(Codec::MsgPack)
             }

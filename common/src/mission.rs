@@ -146,13 +146,7 @@ pub fn parse_mission(
 
 fn detect_format(content_type: Option<&str>, bytes: &[u8]) -> Result<MissionFormat, ErrorBody> {
     if let Some(ct) = content_type {
-        let essence = ct
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
-        if essence == codec::TEXT {
+        if codec::essence(ct) == codec::TEXT {
             return Ok(MissionFormat::Text);
         }
         return match Codec::from_content_type(Some(ct))? {

@@ -10,50 +10,10 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use swarm_common::{
-    FinalReport, ProgressUpdate, ResultSubmission, SwarmDeploymentPlan, SwarmStatus,
-    TaskDefinition, TaskStatus, WorkerDeploymentPlan, mission::MissionRequest, subjects,
+    FinalReport, ProgressUpdate, ResultSubmission, SwarmStatus, TaskStatus,
+    mission::MissionRequest, subjects,
 };
 use swarm_testkit::Cluster;
-
-fn task(id: &str, description: &str, deps: &[&str]) -> TaskDefinition {
-    TaskDefinition {
-        task_id: id.into(),
-        title: format!("task {id}"),
-        description: description.into(),
-        assigned_to: "w".into(),
-        dependencies: deps.iter().map(|d| d.to_string()).collect(),
-        priority: None,
-        max_result_bytes: None,
-    }
-}
-
-fn sleep(ms: u64) -> String {
-    format!(r#"{{"tool": "sleep", "arguments": {{"ms": {ms}}}}}"#)
-}
-
-fn echo(text: &str) -> String {
-    format!(r#"{{"tool": "echo", "arguments": {{"text": "{text}"}}}}"#)
-}
-
-fn mission(name: &str, tasks: Vec<TaskDefinition>) -> MissionRequest {
-    MissionRequest {
-        plan: Some(SwarmDeploymentPlan {
-            manager_directive: "Run every task.".into(),
-            workers: vec![WorkerDeploymentPlan {
-                name: "w".into(),
-                role: "tester".into(),
-                system_prompt: String::new(),
-                tools: vec![],
-                collaborators: vec![],
-                pool: "general".into(),
-            }],
-            tasks,
-            success_criteria: vec![],
-            planner: String::new(),
-        }),
-        ..MissionRequest::text(name)
-    }
-}
 
 /// A cluster whose redeliveries come fast, so kills are recovered from quickly.
 fn fast_redelivery() -> swarm_testkit::ClusterBuilder {
@@ -115,13 +75,13 @@ async fn killing_managers_at_random_moments_loses_no_swarm_and_repeats_no_task()
     let nc = cluster.client().await;
     let mut swarms = Vec::new();
     for i in 0..20 {
-        let m = mission(
+        let m = common::mission(
             &format!("mission {i}"),
             vec![
-                task("a", &sleep(100), &[]),
-                task("b", &echo("b"), &["a"]),
-                task("c", &echo("c"), &["a"]),
-                task("d", &sleep(50), &["b", "c"]),
+                common::task("a", &common::sleep(100), &[]),
+                common::task("b", &common::echo("b"), &["a"]),
+                common::task("c", &common::echo("c"), &["a"]),
+                common::task("d", &common::sleep(50), &["b", "c"]),
             ],
         );
         swarms.push(common::submit(&nc, &m).await);
@@ -195,11 +155,11 @@ async fn a_worker_killed_mid_task_is_replaced_and_the_task_completes() {
         .await
         .unwrap();
     let nc = cluster.client().await;
-    let m = mission(
+    let m = common::mission(
         "slow",
         vec![
-            task("slow", &sleep(2000), &[]),
-            task("after", &echo("done"), &["slow"]),
+            common::task("slow", &common::sleep(2000), &[]),
+            common::task("after", &common::echo("done"), &["slow"]),
         ],
     );
     let swarm_id = common::submit(&nc, &m).await;
@@ -241,11 +201,11 @@ async fn a_task_that_kills_every_worker_fails_after_max_attempts() {
         .await
         .unwrap();
     let nc = cluster.client().await;
-    let m = mission(
+    let m = common::mission(
         "deadly",
         vec![
-            task("deadly", &sleep(5000), &[]),
-            task("after", &echo("never"), &["deadly"]),
+            common::task("deadly", &common::sleep(5000), &[]),
+            common::task("after", &common::echo("never"), &["deadly"]),
         ],
     );
     let swarm_id = common::submit(&nc, &m).await;
@@ -295,11 +255,11 @@ async fn cancel_stops_running_work_and_reports_cancelled() {
         .await
         .unwrap();
     let nc = cluster.client().await;
-    let m = mission(
+    let m = common::mission(
         "long",
         vec![
-            task("long", &sleep(30_000), &[]),
-            task("later", &echo("x"), &["long"]),
+            common::task("long", &common::sleep(30_000), &[]),
+            common::task("later", &common::echo("x"), &["long"]),
         ],
     );
     let swarm_id = common::submit(&nc, &m).await;
@@ -359,11 +319,11 @@ async fn a_deadline_ends_the_swarm_timed_out_with_what_was_done() {
         .await
         .unwrap();
     let nc = cluster.client().await;
-    let mut m = mission(
+    let mut m = common::mission(
         "too slow",
         vec![
-            task("quick", &echo("done"), &[]),
-            task("slow", &sleep(20_000), &["quick"]),
+            common::task("quick", &common::echo("done"), &[]),
+            common::task("slow", &common::sleep(20_000), &["quick"]),
         ],
     );
     m.max_execution_seconds = Some(2);
@@ -398,12 +358,12 @@ async fn a_nats_restart_mid_mission_is_ridden_out() {
         .await
         .unwrap();
     let nc = cluster.client().await;
-    let m = mission(
+    let m = common::mission(
         "through a restart",
         vec![
-            task("one", &sleep(500), &[]),
-            task("two", &sleep(500), &["one"]),
-            task("three", &echo("three"), &["two"]),
+            common::task("one", &common::sleep(500), &[]),
+            common::task("two", &common::sleep(500), &["one"]),
+            common::task("three", &common::echo("three"), &["two"]),
         ],
     );
     let swarm_id = common::submit(&nc, &m).await;

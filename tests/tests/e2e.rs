@@ -9,10 +9,7 @@ mod common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use swarm_common::{
-    FinalReport, SwarmDeploymentPlan, SwarmStatus, TaskDefinition, TaskOutcome, TaskStatus,
-    WorkerDeploymentPlan, mission::MissionRequest, subjects,
-};
+use swarm_common::{FinalReport, SwarmStatus, TaskOutcome, TaskStatus, mission::MissionRequest};
 use swarm_testkit::Cluster;
 
 fn workspace() -> tempfile::TempDir {
@@ -48,46 +45,6 @@ fn assert_dependency_order(report: &FinalReport) {
                 t.task_id
             );
         }
-    }
-}
-
-async fn assert_one_report(nc: &async_nats::Client, swarm_id: &str) {
-    // Give a duplicate, if any were sent, time to land before counting.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let reports = common::messages::<FinalReport>(nc, &subjects::report(swarm_id)).await;
-    assert_eq!(reports.len(), 1, "exactly one FinalReport");
-}
-
-fn worker(name: &str) -> WorkerDeploymentPlan {
-    WorkerDeploymentPlan {
-        name: name.into(),
-        role: "tester".into(),
-        system_prompt: "You test Swarm.".into(),
-        tools: vec![],
-        collaborators: vec![],
-        pool: "general".into(),
-    }
-}
-
-fn task(id: &str, description: &str, deps: &[&str]) -> TaskDefinition {
-    TaskDefinition {
-        task_id: id.into(),
-        title: format!("task {id}"),
-        description: description.into(),
-        assigned_to: "w".into(),
-        dependencies: deps.iter().map(|d| d.to_string()).collect(),
-        priority: None,
-        max_result_bytes: None,
-    }
-}
-
-fn plan(tasks: Vec<TaskDefinition>) -> SwarmDeploymentPlan {
-    SwarmDeploymentPlan {
-        manager_directive: "Run every task; accept only non-empty results.".into(),
-        workers: vec![worker("w")],
-        tasks,
-        success_criteria: vec![],
-        planner: String::new(),
     }
 }
 
@@ -154,7 +111,7 @@ async fn a_text_mission_travels_to_an_html_report() {
     assert!(report.task_results.iter().all(|t| t.provider == "offline"));
     assert!(count.result.contains("offline"), "{}", count.result);
 
-    assert_one_report(&nc, &swarm_id).await;
+    common::assert_one_report(&nc, &swarm_id).await;
     let state = common::state(&nc, &swarm_id).await;
     assert_eq!(state.status, SwarmStatus::Completed);
     assert!(
@@ -201,26 +158,26 @@ async fn an_explicit_plan_runs_a_chain_a_fan_out_and_a_revision() {
         .await
         .unwrap();
     let nc = cluster.client().await;
-    let mut condensed = task("r", "List the files in data", &[]);
+    let mut condensed = common::task("r", "List the files in data", &[]);
     // The listing is longer than this, so review asks for a shorter version once.
     condensed.max_result_bytes = Some(60);
     let tasks = vec![
-        task(
+        common::task(
             "a",
             r#"{"tool": "echo", "arguments": {"text": "alpha"}}"#,
             &[],
         ),
-        task(
+        common::task(
             "b",
             r#"{"tool": "count", "arguments": {"text": "one two three"}}"#,
             &["a"],
         ),
-        task(
+        common::task(
             "c",
             r#"{"tool": "checksum", "arguments": {"text": "alpha"}}"#,
             &["a"],
         ),
-        task(
+        common::task(
             "d",
             r#"{"tool": "calc", "arguments": {"expression": "2^10 + 1"}}"#,
             &["b", "c"],
@@ -228,7 +185,7 @@ async fn an_explicit_plan_runs_a_chain_a_fan_out_and_a_revision() {
         condensed,
     ];
     let request = MissionRequest {
-        plan: Some(plan(tasks)),
+        plan: Some(common::plan(tasks)),
         ..MissionRequest::text("An explicit plan")
     };
     let swarm_id = common::submit(&nc, &request).await;
@@ -262,7 +219,7 @@ async fn an_explicit_plan_runs_a_chain_a_fan_out_and_a_revision() {
     assert!(r.gate_verdicts.iter().any(|v| v.passed && v.revision == 1));
     let state = common::state(&nc, &swarm_id).await;
     assert_eq!(state.planner, "explicit");
-    assert_one_report(&nc, &swarm_id).await;
+    common::assert_one_report(&nc, &swarm_id).await;
     cluster.stop(Duration::from_secs(5)).await;
 }
 
@@ -277,29 +234,29 @@ async fn a_failed_task_cancels_its_dependents_and_the_report_says_failed() {
         .unwrap();
     let nc = cluster.client().await;
     let tasks = vec![
-        task(
+        common::task(
             "empty",
             r#"{"tool": "echo", "arguments": {"text": ""}}"#,
             &[],
         ),
-        task(
+        common::task(
             "after",
             r#"{"tool": "echo", "arguments": {"text": "never"}}"#,
             &["empty"],
         ),
-        task(
+        common::task(
             "after-after",
             r#"{"tool": "echo", "arguments": {"text": "never"}}"#,
             &["after"],
         ),
-        task(
+        common::task(
             "free",
             r#"{"tool": "echo", "arguments": {"text": "independent"}}"#,
             &[],
         ),
     ];
     let request = MissionRequest {
-        plan: Some(plan(tasks)),
+        plan: Some(common::plan(tasks)),
         ..MissionRequest::text("A plan whose first task can never pass review")
     };
     let swarm_id = common::submit(&nc, &request).await;
@@ -323,7 +280,7 @@ async fn a_failed_task_cancels_its_dependents_and_the_report_says_failed() {
     assert_eq!(get("after-after").status, TaskStatus::Cancelled);
     assert_eq!(get("free").status, TaskStatus::Completed);
     assert!(report.summary.contains("failed"), "{}", report.summary);
-    assert_one_report(&nc, &swarm_id).await;
+    common::assert_one_report(&nc, &swarm_id).await;
     let record = swarm_cli::client::wait_for_rendering(&nc, &swarm_id, Duration::from_secs(20))
         .await
         .unwrap();

@@ -8,7 +8,8 @@ use async_nats::jetstream;
 use bytes::Bytes;
 use futures::StreamExt;
 use swarm_common::{
-    Codec, Envelope, FinalReport, Payload, SwarmState, mission::MissionRequest, subjects,
+    Codec, Envelope, FinalReport, Payload, SwarmDeploymentPlan, SwarmState, TaskDefinition,
+    WorkerDeploymentPlan, mission::MissionRequest, subjects,
 };
 use swarm_testkit::Cluster;
 
@@ -95,4 +96,79 @@ pub async fn raw_request(
     .await
     .expect("the boss answers in time")
     .expect("the boss answers")
+}
+
+/// A task of persona `w` in an explicit plan.
+pub fn task(id: &str, description: &str, deps: &[&str]) -> TaskDefinition {
+    TaskDefinition {
+        task_id: id.into(),
+        title: format!("task {id}"),
+        description: description.into(),
+        assigned_to: "w".into(),
+        dependencies: deps.iter().map(|d| d.to_string()).collect(),
+        priority: None,
+        max_result_bytes: None,
+    }
+}
+
+/// An explicit tool call as a task description.
+pub fn tool(name: &str, arguments: serde_json::Value) -> String {
+    serde_json::json!({"tool": name, "arguments": arguments}).to_string()
+}
+
+/// A task description that echoes `text`.
+pub fn echo(text: &str) -> String {
+    tool("echo", serde_json::json!({"text": text}))
+}
+
+/// A task description that waits `ms` milliseconds.
+pub fn sleep(ms: u64) -> String {
+    tool("sleep", serde_json::json!({"ms": ms}))
+}
+
+/// A plan of one persona `w` (pool `general`, every tool) and `tasks`.
+pub fn plan(tasks: Vec<TaskDefinition>) -> SwarmDeploymentPlan {
+    SwarmDeploymentPlan {
+        manager_directive: "Run every task; accept only non-empty results.".into(),
+        workers: vec![WorkerDeploymentPlan {
+            name: "w".into(),
+            role: "tester".into(),
+            system_prompt: "You test Swarm.".into(),
+            tools: vec![],
+            collaborators: vec![],
+            pool: "general".into(),
+        }],
+        tasks,
+        success_criteria: vec![],
+        planner: String::new(),
+    }
+}
+
+/// A mission with an explicit plan.
+pub fn mission(text: &str, tasks: Vec<TaskDefinition>) -> MissionRequest {
+    MissionRequest {
+        plan: Some(plan(tasks)),
+        ..MissionRequest::text(text)
+    }
+}
+
+/// Exactly one `FinalReport` was published for the swarm.
+pub async fn assert_one_report(nc: &async_nats::Client, swarm_id: &str) {
+    // Give a duplicate, if any were sent, time to land before counting.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let reports = messages::<FinalReport>(nc, &subjects::report(swarm_id)).await;
+    assert_eq!(reports.len(), 1, "exactly one FinalReport for {swarm_id}");
+}
+
+/// Every role process of the cluster is still running.
+pub fn assert_all_running(cluster: &mut Cluster) {
+    let local = cluster.local_mut();
+    for p in local
+        .managers
+        .iter_mut()
+        .chain(local.workers.iter_mut())
+        .chain(local.bosses.iter_mut())
+    {
+        assert!(p.is_running(), "{} stopped", p.name());
+    }
 }
