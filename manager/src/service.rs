@@ -35,7 +35,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
-use crate::machine::{self, Applied, Command, Event};
+use crate::machine::{self, Command, Event};
 
 /// How a manager replica runs.
 #[derive(Debug, Clone)]
@@ -216,29 +216,43 @@ struct Cached {
     revision: u64,
 }
 
+/// Most events of one swarm applied with one state write.
+const MAX_BATCH: usize = 256;
+
 async fn actor(
     ctx: Arc<Ctx>,
     swarm_id: String,
     mut rx: mpsc::UnboundedReceiver<jetstream::Message>,
 ) -> String {
     let mut cache: Option<Cached> = None;
-    while let Some(msg) = rx.recv().await {
-        let outcome = handle(&ctx, &swarm_id, &mut cache, &msg).await;
-        let ack = match outcome {
-            Ok(()) => msg.ack().await,
-            Err(Failure::Reject(reason)) => {
-                reject(&ctx, &msg, reason).await;
-                Ok(())
+    while let Some(first) = rx.recv().await {
+        // Whatever queued up while the last batch was being stored goes into
+        // this one: a fan-in of many results costs one state write, not many.
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(m) => batch.push(m),
+                Err(_) => break,
             }
-            Err(Failure::Retry(e)) => {
-                warn!(error = %e, subject = %msg.subject, "event not applied; it will be redelivered");
-                cache = None;
-                msg.ack_with(AckKind::Nak(Some(Duration::from_millis(500))))
-                    .await
+        }
+        let outcomes = handle_batch(&ctx, &swarm_id, &mut cache, &batch).await;
+        for (msg, outcome) in batch.iter().zip(outcomes) {
+            let ack = match outcome {
+                Ok(()) => msg.ack().await,
+                Err(Failure::Reject(reason)) => {
+                    reject(&ctx, msg, reason).await;
+                    Ok(())
+                }
+                Err(Failure::Retry(e)) => {
+                    warn!(error = format!("{e:#}"), subject = %msg.subject, "event not applied; it will be redelivered");
+                    cache = None;
+                    msg.ack_with(AckKind::Nak(Some(Duration::from_millis(500))))
+                        .await
+                }
+            };
+            if let Err(e) = ack {
+                warn!(error = %e, "ack failed; the event may be redelivered (it is idempotent)");
             }
-        };
-        if let Err(e) = ack {
-            warn!(error = %e, "ack failed; the event may be redelivered (it is idempotent)");
         }
         // A finished swarm whose report is out needs no actor: close the
         // channel, finish what is queued, and let the next event start a new one.
@@ -391,114 +405,185 @@ async fn store(ctx: &Ctx, state: &SwarmState, revision: u64) -> anyhow::Result<O
     }
 }
 
-async fn handle(
+/// One decoded event of a batch, with where it sits in the stream.
+struct Item {
+    index: usize,
+    incoming: Incoming,
+    seq: u64,
+    delivered: i64,
+}
+
+/// Applies a batch of one swarm's events in order with one state write and
+/// returns each message's outcome.
+async fn handle_batch(
     ctx: &Ctx,
     swarm_id: &str,
     cache: &mut Option<Cached>,
-    msg: &jetstream::Message,
-) -> Result<(), Failure> {
-    let incoming = decode(swarm_id, msg).map_err(Failure::Reject)?;
-    if matches!(incoming, Incoming::Ignore) {
-        return Ok(());
+    msgs: &[jetstream::Message],
+) -> Vec<Result<(), Failure>> {
+    let mut outcomes: Vec<Option<Result<(), Failure>>> = msgs.iter().map(|_| None).collect();
+    let mut items = Vec::new();
+    for (index, msg) in msgs.iter().enumerate() {
+        let incoming = match decode(swarm_id, msg) {
+            Ok(Incoming::Ignore) => {
+                outcomes[index] = Some(Ok(()));
+                continue;
+            }
+            Ok(i) => i,
+            Err(e) => {
+                outcomes[index] = Some(Err(Failure::Reject(e)));
+                continue;
+            }
+        };
+        let Ok(info) = msg.info() else {
+            outcomes[index] = Some(Err(Failure::Retry(anyhow::anyhow!(
+                "message without JetStream info"
+            ))));
+            continue;
+        };
+        if info.delivered > 1 {
+            // Another replica took this event and did not finish it (it died or
+            // stalled): this is a takeover, and how long it took is worth knowing.
+            let now_ns = Utc::now()
+                .timestamp_nanos_opt()
+                .map(i128::from)
+                .unwrap_or(0);
+            let waited_ms = (now_ns - info.published.unix_timestamp_nanos()) / 1_000_000;
+            info!(delivered = info.delivered, seq = info.stream_sequence, waited_ms = waited_ms as i64, subject = %msg.subject, "taking over a redelivered event");
+        }
+        items.push(Item {
+            index,
+            incoming,
+            seq: info.stream_sequence,
+            delivered: info.delivered,
+        });
     }
-    let info = msg
-        .info()
-        .map_err(|e| Failure::Retry(anyhow::anyhow!("{e}")))?;
-    let seq = info.stream_sequence;
-    let delivered = info.delivered;
-    if delivered > 1 {
-        // Another replica took this event and did not finish it (it died or
-        // stalled): this is a takeover, and how long it took is worth knowing.
-        let now_ns = Utc::now()
-            .timestamp_nanos_opt()
-            .map(i128::from)
-            .unwrap_or(0);
-        let waited_ms = (now_ns - info.published.unix_timestamp_nanos()) / 1_000_000;
-        info!(delivered, seq, waited_ms = waited_ms as i64, subject = %msg.subject, "taking over a redelivered event");
+    if !items.is_empty() {
+        let settled = apply_batch(ctx, swarm_id, cache, &items).await;
+        for (item, outcome) in items.iter().zip(settled) {
+            outcomes[item.index] = Some(outcome);
+        }
     }
-    // Compare-and-swap loop: a lost race means another replica moved the
-    // state; reload and apply again (events are idempotent by content).
-    for _ in 0..16 {
+    outcomes
+        .into_iter()
+        .map(|o| o.unwrap_or_else(|| Err(Failure::Retry(anyhow::anyhow!("event left unsettled")))))
+        .collect()
+}
+
+/// The compare-and-swap loop of a batch: a lost race means another replica
+/// moved the state; reload and apply the batch again (events are idempotent
+/// by content).
+async fn apply_batch(
+    ctx: &Ctx,
+    swarm_id: &str,
+    cache: &mut Option<Cached>,
+    items: &[Item],
+) -> Vec<Result<(), Failure>> {
+    let all = |f: &dyn Fn() -> Failure| items.iter().map(|_| Err(f())).collect::<Vec<_>>();
+    'attempt: for _ in 0..16 {
         let fresh = cache.is_none();
         if fresh {
-            *cache = load(ctx, swarm_id).await?;
+            match load(ctx, swarm_id).await {
+                Ok(c) => *cache = c,
+                Err(e) => return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}"))),
+            }
         }
         let now = Utc::now();
-        let (next, applied, revision) = match (cache.as_ref(), &incoming) {
-            (None, Incoming::Deploy(d)) => {
-                let (state, commands) = machine::deploy(swarm_id, d, seq, now);
-                info!(tasks = state.tasks.len(), status = ?state.status, "swarm deployed");
-                (
-                    state,
-                    Applied {
-                        changed: true,
-                        commands,
-                    },
-                    0,
-                )
-            }
-            (None, Incoming::Event(_)) => {
-                // An event for a swarm whose state is not stored (yet): give
-                // the deployment time to land, then record it as a dead letter.
-                if delivered < 5 {
-                    return Err(Failure::Retry(anyhow::anyhow!(
-                        "swarm {swarm_id} has no state yet"
-                    )));
+        let revision = cache.as_ref().map_or(0, |c| c.revision);
+        let mut state = cache.as_ref().map(|c| c.state.clone());
+        let mut changed = false;
+        let mut unsure = false;
+        let mut commands = Vec::new();
+        let mut outcomes: Vec<Result<(), Failure>> = Vec::with_capacity(items.len());
+        for item in items {
+            match (&mut state, &item.incoming) {
+                (None, Incoming::Deploy(d)) => {
+                    let (s, cmds) = machine::deploy(swarm_id, d, item.seq, now);
+                    info!(tasks = s.tasks.len(), status = ?s.status, "swarm deployed");
+                    state = Some(s);
+                    changed = true;
+                    commands.extend(cmds);
+                    outcomes.push(Ok(()));
                 }
-                return Err(Failure::Reject(ErrorBody::new(
-                    ErrorCode::NotFound,
-                    format!("no swarm {swarm_id} exists"),
-                )));
+                (None, _) => {
+                    // An event for a swarm whose state is not stored (yet): give
+                    // the deployment time to land, then record it as a dead letter.
+                    outcomes.push(Err(if item.delivered < 5 {
+                        Failure::Retry(anyhow::anyhow!("swarm {swarm_id} has no state yet"))
+                    } else {
+                        Failure::Reject(ErrorBody::new(
+                            ErrorCode::NotFound,
+                            format!("no swarm {swarm_id} exists"),
+                        ))
+                    }));
+                }
+                (Some(s), Incoming::Deploy(_)) => {
+                    debug!("deployment seen again; re-sending what the state still owes");
+                    commands.extend(machine::outstanding(s));
+                    outcomes.push(Ok(()));
+                }
+                (Some(s), Incoming::Event(event)) => {
+                    let applied = machine::apply(s, item.seq, event.clone(), now);
+                    changed |= applied.changed;
+                    unsure |= !applied.changed;
+                    commands.extend(applied.commands);
+                    outcomes.push(Ok(()));
+                }
+                (Some(_), Incoming::Ignore) => outcomes.push(Ok(())),
             }
-            (Some(c), Incoming::Deploy(_)) => {
-                debug!("deployment seen again; re-sending what the state still owes");
-                let commands = machine::outstanding(&c.state);
-                (
-                    c.state.clone(),
-                    Applied {
-                        changed: false,
-                        commands,
-                    },
-                    c.revision,
-                )
-            }
-            (Some(c), Incoming::Event(event)) => {
-                let mut state = c.state.clone();
-                let applied = machine::apply(&mut state, seq, event.clone(), now);
-                (state, applied, c.revision)
-            }
-            (_, Incoming::Ignore) => return Ok(()),
-        };
-        if !applied.changed && !fresh {
+        }
+        if unsure && !fresh {
             // "Nothing to do" from a cached state may only mean the cache is
             // behind another replica's writes: decide again on a fresh read.
             *cache = None;
-            continue;
+            continue 'attempt;
         }
-        if applied.changed {
-            match store(ctx, &next, revision).await? {
-                Some(rev) => {
+        if changed && let Some(next) = state {
+            match store(ctx, &next, revision).await {
+                Ok(Some(rev)) => {
                     *cache = Some(Cached {
                         state: next,
                         revision: rev,
-                    });
+                    })
                 }
-                None => {
+                Ok(None) => {
                     debug!("lost a state compare-and-swap; reloading");
                     *cache = None;
-                    continue;
+                    continue 'attempt;
                 }
+                Err(e) => return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}"))),
             }
         }
-        execute(ctx, cache, applied.commands).await?;
+        if let Err(e) = execute(ctx, cache, dedup(commands)).await {
+            return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}")));
+        }
         if let Some(c) = cache.as_ref() {
             track_deadline(ctx, &c.state);
         }
-        return Ok(());
+        return outcomes;
     }
-    Err(Failure::Retry(anyhow::anyhow!(
-        "state kept changing under us"
-    )))
+    all(&|| Failure::Retry(anyhow::anyhow!("state kept changing under us")))
+}
+
+/// One command each: an assignment owed twice in a batch goes out once, and so does the report.
+fn dedup(commands: Vec<Command>) -> Vec<Command> {
+    let mut seen = std::collections::HashSet::new();
+    let mut finalize = false;
+    let mut out = Vec::with_capacity(commands.len());
+    for c in commands {
+        match &c {
+            Command::Assign { msg_id, .. } => {
+                if seen.insert(msg_id.clone()) {
+                    out.push(c);
+                }
+            }
+            Command::Finalize => finalize = true,
+        }
+    }
+    if finalize {
+        out.push(Command::Finalize);
+    }
+    out
 }
 
 async fn execute(
