@@ -48,6 +48,14 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Follow a swarm's progress (from its start) until its final report.
+    Watch {
+        /// The swarm id.
+        swarm_id: String,
+        /// Seconds to wait for the final report.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+    },
     /// Show a swarm's state: every task, its worker, attempts and revisions.
     Status {
         /// The swarm id.
@@ -199,6 +207,19 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                     None => anyhow::bail!("no swarm {swarm_id}"),
                 },
             }
+        }
+        Command::Watch { swarm_id, timeout } => {
+            let nc = cli.nats.connect("swarm-cli").await?;
+            let report = client::watch(&nc, &swarm_id, Duration::from_secs(timeout), |u| {
+                println!("{}", display::update_line(u))
+            })
+            .await?;
+            print!("{}", display::report_summary(&report));
+            return Ok(if report.overall_status == SwarmStatus::Completed {
+                0
+            } else {
+                1
+            });
         }
         Command::Cancel { swarm_id, reason } => {
             let nc = cli.nats.connect("swarm-cli").await?;

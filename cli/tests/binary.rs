@@ -10,7 +10,9 @@ fn help_lists_the_commands() {
         .expect("runs");
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    for cmd in ["mission", "status", "cancel", "report", "up", "demo"] {
+    for cmd in [
+        "mission", "watch", "status", "cancel", "report", "up", "demo",
+    ] {
         assert!(help.contains(cmd), "{cmd} missing from --help");
     }
 }
