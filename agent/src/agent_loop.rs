@@ -3,24 +3,39 @@
 //! A task whose description is an explicit tool call runs that tool and
 //! nothing else. Any other task is a conversation: the provider is asked for
 //! the next action, tool calls are run and their results fed back, until the
-//! provider answers without tool calls or the step limit is reached.
+//! provider gives a final answer (text without tool calls, or the synthetic
+//! `return_result` tool) or the step limit is reached.
 //!
-//! **Invariant:** `run_task` never panics and never returns early without an
-//! outcome: every failure (a provider error, a tool error in an explicit
-//! call, the step limit) is a `Failed` outcome with an [`ErrorBody`].
+//! [`run_agent`] takes [`RunOptions`]: a [`Budget`] checked before every
+//! provider call; gates the final answer must pass, a failure's reasons sent
+//! back to the model as a user message a bounded number of times; and the
+//! synthetic tools `report_progress` (an [`AgentEvent::Progress`]),
+//! `request_input` (the run ends `InputRequired` with the question) and
+//! `return_result`. [`run_task`] is [`run_agent`] with default options and a
+//! channel of steps only.
+//!
+//! **Invariant:** `run_agent` never panics and never returns early without an
+//! outcome: every failure (a provider error, a spent budget, a tool error in
+//! an explicit call, a gate that still fails, the step limit) is a `Failed`
+//! outcome with an [`ErrorBody`].
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use swarm_common::{ErrorBody, ErrorCode, StepRecord, TaskStatus, WorkerDeploymentPlan};
+use swarm_common::{
+    ErrorBody, ErrorCode, GateVerdict, StepRecord, TaskStatus, WorkerDeploymentPlan,
+};
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::budget::Budget;
+use crate::gates::{GateChain, GateCheck, GateOptions, GateSpec};
 use crate::prompt::render_task_message;
 use crate::provider::{
     ChatMessage, CompletionRequest, Provider, ProviderError, TOOL_ERROR_PREFIX, ToolCall, Usage,
 };
-use crate::tools::{ToolError, ToolRegistry};
+use crate::tools::{ToolAnnotations, ToolContext, ToolError, ToolRegistry, ToolSpec};
 
 /// A step's observation is cut to this many bytes; results are not.
 pub const MAX_OBSERVATION_BYTES: usize = 2048;
@@ -66,13 +81,15 @@ pub struct AgentTask {
 /// How a task went.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentOutcome {
-    /// `Completed` or `Failed`.
+    /// `Completed`, `Failed`, or (from [`run_agent`] with `request_input`
+    /// offered) `InputRequired`.
     pub status: TaskStatus,
     /// The result (empty when the task failed).
     pub result: String,
     /// Every step: tool calls and the final answer.
     pub steps: Vec<StepRecord>,
-    /// `steps`, `tool_calls`, `tool_errors`, `input_tokens`, `output_tokens`, `elapsed_ms`.
+    /// `steps`, `tool_calls`, `tool_errors`, `input_tokens`, `output_tokens`,
+    /// `cost_usd`, `gate_checks`, `gate_failures`, `elapsed_ms`.
     pub metrics: BTreeMap<String, f64>,
     /// Why the task failed.
     pub error: Option<ErrorBody>,
@@ -147,36 +164,246 @@ fn system_prompt(persona: &WorkerDeploymentPlan) -> String {
     prompt
 }
 
+/// The number of times a failing gate's reasons go back to the model when
+/// [`RunOptions`] does not say.
+pub const DEFAULT_GATE_CORRECTIONS: u32 = 2;
+
+/// The synthetic tool that reports progress.
+pub const REPORT_PROGRESS: &str = "report_progress";
+/// The synthetic tool that asks a person a question.
+pub const REQUEST_INPUT: &str = "request_input";
+/// The synthetic tool that gives the final answer.
+pub const RETURN_RESULT: &str = "return_result";
+
+/// Which synthetic tools the loop offers besides the registry's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyntheticTools {
+    /// `report_progress`: becomes an [`AgentEvent::Progress`].
+    pub report_progress: bool,
+    /// `request_input`: ends the run `InputRequired` with a question. Offer
+    /// it only when the caller can park the task until a person answers.
+    pub request_input: bool,
+    /// `return_result`: the final answer as a tool call.
+    pub return_result: bool,
+}
+
+impl Default for SyntheticTools {
+    fn default() -> Self {
+        SyntheticTools {
+            report_progress: true,
+            request_input: false,
+            return_result: true,
+        }
+    }
+}
+
+/// How a run is bounded and checked, beyond the task itself.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Checked before every provider call.
+    pub budget: Budget,
+    /// Gates the final answer must pass.
+    pub gates: Vec<GateSpec>,
+    /// How gates are built here (whether command gates may run).
+    pub gate_options: GateOptions,
+    /// How many times failing gates' reasons go back to the model before
+    /// the task fails.
+    pub max_gate_corrections: u32,
+    /// The revision being worked on, recorded in gate verdicts.
+    pub revision: u32,
+    /// The swarm, for tools that keep state per swarm and for approvals.
+    pub swarm_id: Option<String>,
+    /// The synthetic tools offered.
+    pub synthetic: SyntheticTools,
+    /// A cap on each reply's length, in tokens.
+    pub max_reply_tokens: Option<u32>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            budget: Budget::unlimited(),
+            gates: Vec::new(),
+            gate_options: GateOptions::default(),
+            max_gate_corrections: DEFAULT_GATE_CORRECTIONS,
+            revision: 0,
+            swarm_id: None,
+            synthetic: SyntheticTools::default(),
+            max_reply_tokens: None,
+        }
+    }
+}
+
+/// Something that happened during a run, as it happened.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent {
+    /// A step was recorded (a tool call or the answer).
+    Step(StepRecord),
+    /// The model reported progress with `report_progress`.
+    Progress {
+        /// What it said.
+        message: String,
+        /// How far it says it is, 0 to 100, if it said.
+        percentage: Option<u8>,
+    },
+    /// A gate judged an answer.
+    Gate(GateVerdict),
+}
+
+/// Everything a run produced: the outcome and what the outcome's fields do
+/// not carry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentRun {
+    /// How the task went.
+    pub outcome: AgentOutcome,
+    /// Every gate verdict, in order (several per revision when the model corrected itself).
+    pub gate_verdicts: Vec<GateVerdict>,
+    /// The question for a person, when the outcome is `InputRequired`.
+    pub question: Option<String>,
+    /// Tokens used by this run.
+    pub usage: Usage,
+    /// Estimated cost of this run, in US dollars.
+    pub cost_usd: f64,
+}
+
+/// The feedback item that carries a person's answer to a `request_input`
+/// question into the task's next run (append it to [`AgentTask::feedback`]).
+pub fn answer_feedback(question: &str, answer: &str) -> String {
+    format!(
+        "You asked: {}\nA person answered: {}\nGo on with the task using this answer.",
+        question.trim(),
+        answer.trim()
+    )
+}
+
+/// Arguments of `report_progress`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct ReportProgressArgs {
+    /// What has been done so far, in a sentence.
+    message: String,
+    /// How far the task is, 0 to 100.
+    #[serde(default)]
+    percentage: Option<u8>,
+}
+
+/// Arguments of `request_input`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct RequestInputArgs {
+    /// The question for a person; the task waits for the answer.
+    question: String,
+}
+
+/// Arguments of `return_result`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct ReturnResultArgs {
+    /// The final result of the task.
+    result: String,
+}
+
+fn synthetic_spec<A: JsonSchema>(name: &str, description: &str) -> ToolSpec {
+    ToolSpec {
+        name: name.to_string(),
+        description: description.to_string(),
+        parameters: schemars::schema_for!(A).to_value(),
+        annotations: ToolAnnotations::READ_ONLY,
+    }
+}
+
+impl SyntheticTools {
+    fn specs(&self) -> Vec<ToolSpec> {
+        let mut specs = Vec::new();
+        if self.report_progress {
+            specs.push(synthetic_spec::<ReportProgressArgs>(
+                REPORT_PROGRESS,
+                "Reports progress on the task to the people watching; the task goes on.",
+            ));
+        }
+        if self.request_input {
+            specs.push(synthetic_spec::<RequestInputArgs>(
+                REQUEST_INPUT,
+                "Asks a person a question the task cannot go on without; the task waits \
+                 until they answer.",
+            ));
+        }
+        if self.return_result {
+            specs.push(synthetic_spec::<ReturnResultArgs>(
+                RETURN_RESULT,
+                "Gives the final result of the task; call it once, when done.",
+            ));
+        }
+        specs
+    }
+
+    fn offers(&self, name: &str) -> bool {
+        match name {
+            REPORT_PROGRESS => self.report_progress,
+            REQUEST_INPUT => self.request_input,
+            RETURN_RESULT => self.return_result,
+            _ => false,
+        }
+    }
+}
+
+/// Where a run's steps and events go.
+#[derive(Clone, Copy)]
+enum Sink<'a> {
+    None,
+    Steps(&'a UnboundedSender<StepRecord>),
+    Events(&'a UnboundedSender<AgentEvent>),
+}
+
 /// Steps, counters and the progress channel of one run.
 struct Run<'a> {
     started: Instant,
-    progress: Option<&'a UnboundedSender<StepRecord>>,
+    sink: Sink<'a>,
     steps: Vec<StepRecord>,
     provider_steps: u32,
     tool_calls: u32,
     tool_errors: u32,
     usage: Usage,
+    cost_usd: f64,
+    gate_verdicts: Vec<GateVerdict>,
+}
+
+/// How a conversation ended well.
+enum Done {
+    Result(String),
+    Input(String),
 }
 
 impl<'a> Run<'a> {
-    fn new(progress: Option<&'a UnboundedSender<StepRecord>>) -> Self {
+    fn new(sink: Sink<'a>) -> Self {
         Run {
             started: Instant::now(),
-            progress,
+            sink,
             steps: Vec::new(),
             provider_steps: 0,
             tool_calls: 0,
             tool_errors: 0,
             usage: Usage::default(),
+            cost_usd: 0.0,
+            gate_verdicts: Vec::new(),
         }
     }
 
     fn record(&mut self, record: StepRecord) {
-        if let Some(tx) = self.progress {
-            // Nobody listening is no reason to stop working.
-            let _ = tx.send(record.clone());
+        // Nobody listening is no reason to stop working.
+        match self.sink {
+            Sink::None => {}
+            Sink::Steps(tx) => {
+                let _ = tx.send(record.clone());
+            }
+            Sink::Events(tx) => {
+                let _ = tx.send(AgentEvent::Step(record.clone()));
+            }
         }
         self.steps.push(record);
+    }
+
+    fn event(&self, event: AgentEvent) {
+        if let Sink::Events(tx) = self.sink {
+            let _ = tx.send(event);
+        }
     }
 
     fn record_tool(&mut self, step: u32, call: &ToolCall, outcome: &Result<String, ToolError>) {
@@ -198,52 +425,129 @@ impl<'a> Run<'a> {
         });
     }
 
-    fn finish(
-        self,
-        provider: &str,
-        result: Result<String, ErrorBody>,
-        steps_taken: u32,
-    ) -> AgentOutcome {
+    /// Runs the gates on `answer`, records and announces every verdict, and
+    /// returns the failures.
+    async fn judge(
+        &mut self,
+        chain: &GateChain,
+        answer: &str,
+        revision: u32,
+    ) -> Vec<(String, GateCheck)> {
+        let mut failures = Vec::new();
+        for (gate, check) in chain.check(answer).await {
+            tracing::debug!(%gate, passed = check.passed, "gate verdict");
+            let verdict = GateVerdict {
+                gate: gate.clone(),
+                passed: check.passed,
+                reason: check.reason.clone(),
+                revision,
+            };
+            self.event(AgentEvent::Gate(verdict.clone()));
+            self.gate_verdicts.push(verdict);
+            if !check.passed {
+                failures.push((gate, check));
+            }
+        }
+        failures
+    }
+
+    fn finish(self, provider: &str, result: Result<Done, ErrorBody>, steps_taken: u32) -> AgentRun {
+        let gate_failures = self.gate_verdicts.iter().filter(|v| !v.passed).count();
         let metrics = BTreeMap::from([
             ("steps".to_string(), f64::from(steps_taken)),
             ("tool_calls".to_string(), f64::from(self.tool_calls)),
             ("tool_errors".to_string(), f64::from(self.tool_errors)),
             ("input_tokens".to_string(), self.usage.input_tokens as f64),
             ("output_tokens".to_string(), self.usage.output_tokens as f64),
+            ("cost_usd".to_string(), self.cost_usd),
+            ("gate_checks".to_string(), self.gate_verdicts.len() as f64),
+            ("gate_failures".to_string(), gate_failures as f64),
             (
                 "elapsed_ms".to_string(),
                 self.started.elapsed().as_secs_f64() * 1000.0,
             ),
         ]);
-        let (status, result, error) = match result {
-            Ok(result) => (TaskStatus::Completed, result, None),
-            Err(e) => (TaskStatus::Failed, String::new(), Some(e)),
+        let (status, result, error, question) = match result {
+            Ok(Done::Result(result)) => (TaskStatus::Completed, result, None, None),
+            Ok(Done::Input(question)) => (
+                TaskStatus::InputRequired,
+                String::new(),
+                None,
+                Some(question),
+            ),
+            Err(e) => (TaskStatus::Failed, String::new(), Some(e), None),
         };
-        AgentOutcome {
-            status,
-            result,
-            steps: self.steps,
-            metrics,
-            error,
-            provider: provider.to_string(),
+        AgentRun {
+            outcome: AgentOutcome {
+                status,
+                result,
+                steps: self.steps,
+                metrics,
+                error,
+                provider: provider.to_string(),
+            },
+            gate_verdicts: self.gate_verdicts,
+            question,
+            usage: self.usage,
+            cost_usd: self.cost_usd,
         }
     }
 }
 
-/// Runs one task to an outcome. `progress`, when given, receives every step
-/// as it is recorded.
+/// Runs one task to an outcome with default [`RunOptions`] (no budget, no
+/// gates, `report_progress` and `return_result` offered). `progress`, when
+/// given, receives every step as it is recorded.
 pub async fn run_task(
     provider: &dyn Provider,
     tools: &ToolRegistry,
     task: &AgentTask,
     progress: Option<&UnboundedSender<StepRecord>>,
 ) -> AgentOutcome {
-    let mut run = Run::new(progress);
+    let sink = progress.map_or(Sink::None, Sink::Steps);
+    run_with(provider, tools, task, &RunOptions::default(), sink)
+        .await
+        .outcome
+}
+
+/// Runs one task to an outcome under `options`. `events`, when given,
+/// receives every step, progress report and gate verdict as it happens.
+pub async fn run_agent(
+    provider: &dyn Provider,
+    tools: &ToolRegistry,
+    task: &AgentTask,
+    options: &RunOptions,
+    events: Option<&UnboundedSender<AgentEvent>>,
+) -> AgentRun {
+    let sink = events.map_or(Sink::None, Sink::Events);
+    run_with(provider, tools, task, options, sink).await
+}
+
+async fn run_with(
+    provider: &dyn Provider,
+    tools: &ToolRegistry,
+    task: &AgentTask,
+    options: &RunOptions,
+    sink: Sink<'_>,
+) -> AgentRun {
+    let mut run = Run::new(sink);
+    let chain = GateChain::from_specs(&options.gates, &options.gate_options);
+    let ctx = ToolContext {
+        swarm_id: options.swarm_id.clone(),
+        task_id: Some(task.task_id.clone()),
+    };
     if let Some(call) = ExplicitCall::parse(&task.description) {
-        let result = run_explicit(&mut run, tools, task, call).await;
-        return run.finish(EXPLICIT_PROVIDER, result, 1);
+        let mut result = run_explicit(&mut run, tools, &ctx, task, call).await;
+        if let Ok(answer) = &result
+            && !chain.is_empty()
+        {
+            let failures = run.judge(&chain, answer, options.revision).await;
+            if !failures.is_empty() {
+                result = Err(gates_failed(&failures, 0));
+            }
+        }
+        return run.finish(EXPLICIT_PROVIDER, result.map(Done::Result), 1);
     }
-    let result = converse(&mut run, provider, tools, task).await;
+    let result = converse(&mut run, provider, tools, &ctx, &chain, task, options).await;
     let steps = run.provider_steps;
     run.finish(provider.name(), result, steps)
 }
@@ -251,6 +555,7 @@ pub async fn run_task(
 async fn run_explicit(
     run: &mut Run<'_>,
     tools: &ToolRegistry,
+    ctx: &ToolContext,
     task: &AgentTask,
     call: ExplicitCall,
 ) -> Result<String, ErrorBody> {
@@ -271,7 +576,7 @@ async fn run_explicit(
             .with_detail("tool", &call.name)
             .with_detail("persona", &task.persona.name));
     }
-    let outcome = tools.call(&call.name, call.arguments.clone()).await;
+    let outcome = tools.call_in(ctx, &call.name, call.arguments.clone()).await;
     run.record_tool(1, &call, &outcome);
     outcome.map_err(|e| {
         let code = match e {
@@ -305,27 +610,82 @@ fn provider_error(provider: &dyn Provider, e: &ProviderError) -> ErrorBody {
     body
 }
 
+/// The user message that tells the model why its answer was rejected.
+fn gate_feedback(failures: &[(String, GateCheck)]) -> String {
+    let mut text = String::from("Your answer did not pass these quality checks:\n");
+    for (gate, check) in failures {
+        text.push_str(&format!("- {gate}: {}\n", check.reason));
+    }
+    text.push_str("Correct the answer so that it passes every check, and reply with the corrected result only.");
+    text
+}
+
+fn gates_failed(failures: &[(String, GateCheck)], corrections: u32) -> ErrorBody {
+    let reasons: Vec<String> = failures
+        .iter()
+        .map(|(gate, check)| format!("{gate}: {}", check.reason))
+        .collect();
+    let after = match corrections {
+        0 => String::new(),
+        1 => " after 1 correction".to_string(),
+        n => format!(" after {n} corrections"),
+    };
+    ErrorBody::new(
+        ErrorCode::ValidationFailed,
+        format!("the result failed its gates{after}: {}", reasons.join("; ")),
+    )
+    .with_detail(
+        "gates",
+        failures
+            .iter()
+            .map(|(g, _)| g.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+}
+
+fn parse_synthetic<A: serde::de::DeserializeOwned>(call: &ToolCall) -> Result<A, ToolError> {
+    let arguments = if call.arguments.is_null() {
+        serde_json::json!({})
+    } else {
+        call.arguments.clone()
+    };
+    serde_json::from_value(arguments)
+        .map_err(|e| ToolError::InvalidArguments(format!("{}: {e}", call.name)))
+}
+
 async fn converse(
     run: &mut Run<'_>,
     provider: &dyn Provider,
     tools: &ToolRegistry,
+    ctx: &ToolContext,
+    chain: &GateChain,
     task: &AgentTask,
-) -> Result<String, ErrorBody> {
-    let offered: Vec<_> = tools
+    options: &RunOptions,
+) -> Result<Done, ErrorBody> {
+    let synthetic = options.synthetic;
+    let mut offered: Vec<ToolSpec> = tools
         .specs()
         .into_iter()
-        .filter(|s| allowed(&task.persona, &s.name))
+        .filter(|s| allowed(&task.persona, &s.name) && !synthetic.offers(&s.name))
         .collect();
+    let registry_tools: Vec<String> = offered.iter().map(|s| s.name.clone()).collect();
+    offered.extend(synthetic.specs());
     let mut messages = vec![
         ChatMessage::system(system_prompt(&task.persona)),
         ChatMessage::user(render_task_message(task)),
     ];
+    let mut corrections = 0;
     for step in 1..=task.max_steps {
         run.provider_steps = step;
+        options.budget.check(
+            run.usage.input_tokens + run.usage.output_tokens,
+            run.cost_usd,
+        )?;
         let request = CompletionRequest {
             messages: messages.clone(),
             tools: offered.clone(),
-            max_tokens: None,
+            max_tokens: options.max_reply_tokens,
         };
         let response = provider
             .complete(request)
@@ -333,7 +693,8 @@ async fn converse(
             .map_err(|e| provider_error(provider, &e))?;
         run.usage.input_tokens += response.usage.input_tokens;
         run.usage.output_tokens += response.usage.output_tokens;
-        if response.tool_calls.is_empty() {
+        run.cost_usd += provider.cost_usd(response.usage);
+        let answer = if response.tool_calls.is_empty() {
             run.record(StepRecord {
                 step,
                 tool: None,
@@ -341,28 +702,79 @@ async fn converse(
                 observation: shorten(&response.content, MAX_OBSERVATION_BYTES),
                 is_error: false,
             });
-            return Ok(response.content);
+            messages.push(ChatMessage::assistant(response.content.clone()));
+            Some(response.content)
+        } else {
+            messages.push(ChatMessage::assistant_with_calls(
+                response.content,
+                response.tool_calls.clone(),
+            ));
+            let mut answer = None;
+            for call in &response.tool_calls {
+                if answer.is_some() {
+                    messages.push(ChatMessage::tool_result(
+                        call.id.clone(),
+                        format!(
+                            "{TOOL_ERROR_PREFIX}not run: {RETURN_RESULT} already ended the task"
+                        ),
+                    ));
+                    continue;
+                }
+                let outcome = match call.name.as_str() {
+                    name if synthetic.offers(name) => match name {
+                        REPORT_PROGRESS => parse_synthetic::<ReportProgressArgs>(call).map(|a| {
+                            run.event(AgentEvent::Progress {
+                                message: a.message.clone(),
+                                percentage: a.percentage.map(|p| p.min(100)),
+                            });
+                            format!("progress reported: {}", a.message)
+                        }),
+                        REQUEST_INPUT => match parse_synthetic::<RequestInputArgs>(call) {
+                            Ok(a) => {
+                                run.record_tool(step, call, &Ok(a.question.clone()));
+                                return Ok(Done::Input(a.question));
+                            }
+                            Err(e) => Err(e),
+                        },
+                        _ => parse_synthetic::<ReturnResultArgs>(call).map(|a| {
+                            answer = Some(a.result);
+                            "result received".to_string()
+                        }),
+                    },
+                    name if registry_tools.iter().any(|t| t == name) => {
+                        tools.call_in(ctx, name, call.arguments.clone()).await
+                    }
+                    name => Err(ToolError::Refused(format!(
+                        "tool {name:?} is not offered to persona {:?}",
+                        task.persona.name
+                    ))),
+                };
+                run.record_tool(step, call, &outcome);
+                let content = match outcome {
+                    Ok(output) => output,
+                    Err(e) => format!("{TOOL_ERROR_PREFIX}{e}"),
+                };
+                messages.push(ChatMessage::tool_result(call.id.clone(), content));
+            }
+            answer
+        };
+        let Some(answer) = answer else { continue };
+        if chain.is_empty() {
+            return Ok(Done::Result(answer));
         }
-        messages.push(ChatMessage::assistant_with_calls(
-            response.content,
-            response.tool_calls.clone(),
-        ));
-        for call in &response.tool_calls {
-            let outcome = if offered.iter().any(|s| s.name == call.name) {
-                tools.call(&call.name, call.arguments.clone()).await
-            } else {
-                Err(ToolError::Refused(format!(
-                    "tool {:?} is not offered to persona {:?}",
-                    call.name, task.persona.name
-                )))
-            };
-            run.record_tool(step, call, &outcome);
-            let content = match outcome {
-                Ok(output) => output,
-                Err(e) => format!("{TOOL_ERROR_PREFIX}{e}"),
-            };
-            messages.push(ChatMessage::tool_result(call.id.clone(), content));
+        let failures = run.judge(chain, &answer, options.revision).await;
+        if failures.is_empty() {
+            return Ok(Done::Result(answer));
         }
+        if corrections >= options.max_gate_corrections {
+            return Err(gates_failed(&failures, corrections));
+        }
+        corrections += 1;
+        tracing::debug!(
+            corrections,
+            "the answer failed its gates; asking for a correction"
+        );
+        messages.push(ChatMessage::user(gate_feedback(&failures)));
     }
     Err(ErrorBody::new(
         ErrorCode::LimitExceeded,

@@ -9,18 +9,34 @@
 //! - [`agent_loop`]: [`run_task`], the loop that asks a
 //!   provider for the next action, runs tool calls and returns an outcome.
 //! - [`planner`]: [`offline_plan`], which turns a
-//!   mission's text into a task graph without a model.
+//!   mission's text into a task graph without a model, and
+//!   [`plan_with_provider`], which asks a model for one.
+//! - [`gates`]: checks a result must pass, and [`budget`]: the token and
+//!   cost bounds of a mission.
+//! - [`review`]: a model reviewing a result for the manager, and writing
+//!   the final report's summary.
 //!
 //! Nothing here speaks NATS: the worker and the boss carry the results.
 
 pub mod agent_loop;
+pub mod budget;
+pub mod gates;
 mod intent;
 pub mod planner;
 mod prompt;
 pub mod provider;
+pub mod review;
 pub mod tools;
 
-pub use agent_loop::{AgentOutcome, AgentTask, ContextItem, ExplicitCall, run_task};
+pub use agent_loop::{
+    AgentEvent, AgentOutcome, AgentRun, AgentTask, ContextItem, ExplicitCall, RunOptions,
+    SyntheticTools, answer_feedback, run_agent, run_task,
+};
+pub use budget::Budget;
+pub use gates::{Gate, GateChain, GateCheck, GateSpec};
 pub use planner::offline_plan;
-pub use provider::{OfflineProvider, Provider, ProviderError};
-pub use tools::{Tool, ToolError, ToolRegistry, ToolSpec};
+pub use provider::{
+    AnthropicProvider, OfflineProvider, OpenAiProvider, Provider, ProviderArgs, ProviderConfig,
+    ProviderError, ProviderKind,
+};
+pub use tools::{Approver, Tool, ToolError, ToolRegistry, ToolSpec, ToolsConfig};

@@ -9,13 +9,22 @@
 //! - A line ending in `:` beside other lines is a heading, not a task.
 //!
 //! Each task gets a persona by the kind of work its text asks for.
+//!
+//! [`plan_with_provider`] asks a model instead: for a JSON plan matching
+//! [`plan_schema`], validated like any plan plus "only tools that exist",
+//! with the problems sent back to the model a bounded number of times.
 
 use std::collections::BTreeSet;
 
-use swarm_common::{SwarmDeploymentPlan, TaskDefinition, WorkerDeploymentPlan};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use swarm_common::{
+    ErrorBody, ErrorCode, Limits, SwarmDeploymentPlan, TaskDefinition, WorkerDeploymentPlan,
+};
 
 use crate::agent_loop::ExplicitCall;
 use crate::intent::{self, Intent};
+use crate::provider::{ChatMessage, CompletionRequest, Provider};
 
 /// Who made plans from [`offline_plan`].
 pub const OFFLINE_PLANNER: &str = "offline-planner";
@@ -288,10 +297,225 @@ fn directive(mission: &str, tasks: &[TaskDefinition], chained: bool) -> String {
     )
 }
 
+// ---------------------------------------------------------------- model planning
+
+/// The JSON schema of a plan, as given to a model. These types mirror
+/// `swarm_common`'s plan types (which, being the protocol crate, derive no
+/// schema); a test checks that they stay in step.
+#[allow(dead_code)] // Read only through the derived schema.
+mod schema {
+    use super::*;
+
+    /// A team and a task graph for a mission.
+    #[derive(Deserialize, JsonSchema)]
+    #[schemars(deny_unknown_fields)]
+    pub(super) struct Plan {
+        /// What the manager must achieve and how to judge the results.
+        manager_directive: String,
+        /// The worker personas: each a name, a role, a system prompt and tools.
+        workers: Vec<Worker>,
+        /// The tasks. Every task is assigned to one worker by name.
+        tasks: Vec<Task>,
+        /// What the finished mission must show.
+        #[serde(default)]
+        success_criteria: Vec<String>,
+    }
+
+    /// A worker persona.
+    #[derive(Deserialize, JsonSchema)]
+    #[schemars(deny_unknown_fields)]
+    pub(super) struct Worker {
+        /// A unique name, such as `researcher`.
+        name: String,
+        /// What it specialises in.
+        role: String,
+        /// The system prompt it works under.
+        system_prompt: String,
+        /// Names of the tools it may call; each must be one of the available tools.
+        tools: Vec<String>,
+        /// Names of other workers it works with.
+        #[serde(default)]
+        collaborators: Vec<String>,
+    }
+
+    /// A task.
+    #[derive(Deserialize, JsonSchema)]
+    #[schemars(deny_unknown_fields)]
+    pub(super) struct Task {
+        /// A unique id: letters, digits, `-` and `_` only, such as `t1`.
+        task_id: String,
+        /// A short title.
+        title: String,
+        /// What to do, fully enough for the worker to do it alone.
+        description: String,
+        /// The name of the worker that does it.
+        assigned_to: String,
+        /// Ids of tasks whose results it needs; they run first.
+        #[serde(default)]
+        dependencies: Vec<String>,
+    }
+}
+
+/// The JSON schema a model's plan must match.
+pub fn plan_schema() -> serde_json::Value {
+    schemars::schema_for!(schema::Plan).to_value()
+}
+
+/// The reply's JSON object: the whole text, or a fenced block, or the span
+/// from the first `{` to the last `}`.
+fn json_of(reply: &str) -> &str {
+    let fenced = crate::gates::strip_code_fence(reply);
+    if fenced.starts_with('{') {
+        return fenced;
+    }
+    match (reply.find('{'), reply.rfind('}')) {
+        (Some(start), Some(end)) if start < end => &reply[start..=end],
+        _ => reply.trim(),
+    }
+}
+
+/// Why a reply is not a usable plan, in words for the model.
+fn check_plan_reply(
+    reply: &str,
+    tool_names: &[String],
+    limits: &Limits,
+) -> Result<SwarmDeploymentPlan, String> {
+    let value: serde_json::Value = serde_json::from_str(json_of(reply))
+        .map_err(|e| format!("the reply is not a JSON object: {e}"))?;
+    let validator = jsonschema::validator_for(&plan_schema())
+        .map_err(|e| format!("internal error: the plan schema is invalid: {e}"))?;
+    let errors: Vec<String> = validator
+        .iter_errors(&value)
+        .take(10)
+        .map(|e| {
+            let at = e.instance_path.to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("at {at}: {e}")
+            }
+        })
+        .collect();
+    if !errors.is_empty() {
+        return Err(format!(
+            "the plan does not match the schema: {}",
+            errors.join("; ")
+        ));
+    }
+    let plan: SwarmDeploymentPlan =
+        serde_json::from_value(value).map_err(|e| format!("the plan cannot be read: {e}"))?;
+    if plan.tasks.is_empty() {
+        return Err("the plan has no tasks".to_string());
+    }
+    swarm_common::validate::validate_plan(&plan, limits).map_err(|e| e.message)?;
+    let unknown: Vec<String> = plan
+        .workers
+        .iter()
+        .flat_map(|w| {
+            w.tools
+                .iter()
+                .filter(|t| !tool_names.contains(t))
+                .map(move |t| format!("{t:?} (worker {:?})", w.name))
+        })
+        .collect();
+    if !unknown.is_empty() {
+        return Err(format!(
+            "these tools do not exist: {}; the available tools are {}",
+            unknown.join(", "),
+            tool_names.join(", ")
+        ));
+    }
+    Ok(plan)
+}
+
+fn planning_prompt(tool_names: &[String], limits: &Limits) -> String {
+    let schema = serde_json::to_string_pretty(&plan_schema()).unwrap_or_default();
+    format!(
+        "You are the planner of a Swarm: you design a team of worker agents and a graph of \
+         tasks that together achieve a mission.\n\n\
+         Reply with one JSON object and nothing else, matching this JSON schema:\n{schema}\n\n\
+         Rules:\n\
+         - at most {} workers and {} tasks; each system prompt and task description at most {} bytes;\n\
+         - every task is assigned to a worker of the plan by name, and depends only on tasks of the plan, without cycles;\n\
+         - task ids are letters, digits, '-' and '_';\n\
+         - workers may use only these tools: {}.",
+        limits.max_workers,
+        limits.max_tasks,
+        limits.max_prompt_bytes,
+        if tool_names.is_empty() {
+            "(none)".to_string()
+        } else {
+            tool_names.join(", ")
+        },
+    )
+}
+
+/// Asks `provider` for a plan for `mission` whose workers use only
+/// `tool_names`, within `limits`. A reply that is not a valid plan gets its
+/// problems sent back, and the model tries again, up to `max_attempts`
+/// replies in all. The plan's `planner` is the provider's name.
+pub async fn plan_with_provider(
+    provider: &dyn Provider,
+    mission: &str,
+    tool_names: &[String],
+    limits: &Limits,
+    max_attempts: u32,
+) -> Result<SwarmDeploymentPlan, ErrorBody> {
+    let max_attempts = max_attempts.max(1);
+    let mut messages = vec![
+        ChatMessage::system(planning_prompt(tool_names, limits)),
+        ChatMessage::user(format!("The mission:\n{mission}")),
+    ];
+    let mut last_problem = String::new();
+    for attempt in 1..=max_attempts {
+        let response = provider
+            .complete(CompletionRequest {
+                messages: messages.clone(),
+                tools: Vec::new(),
+                max_tokens: None,
+            })
+            .await
+            .map_err(|e| {
+                let mut body = ErrorBody::new(
+                    match e {
+                        crate::provider::ProviderError::Timeout(_) => ErrorCode::Timeout,
+                        _ => ErrorCode::Internal,
+                    },
+                    format!("planning with {:?} failed: {e}", provider.name()),
+                )
+                .with_detail("provider", provider.name());
+                body.retriable = e.retriable();
+                body
+            })?;
+        match check_plan_reply(&response.content, tool_names, limits) {
+            Ok(mut plan) => {
+                plan.planner = provider.name().to_string();
+                return Ok(plan);
+            }
+            Err(problem) => {
+                tracing::info!(attempt, %problem, "the model's plan was refused");
+                messages.push(ChatMessage::assistant(response.content));
+                messages.push(ChatMessage::user(format!(
+                    "That plan cannot be used: {problem}\nReply with the corrected plan as one \
+                     JSON object matching the schema, and nothing else."
+                )));
+                last_problem = problem;
+            }
+        }
+    }
+    Err(ErrorBody::new(
+        ErrorCode::ValidationFailed,
+        format!(
+            "the model gave no valid plan in {max_attempts} attempts; the last problem: {last_problem}"
+        ),
+    )
+    .with_detail("provider", provider.name())
+    .with_detail("attempts", max_attempts))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use swarm_common::Limits;
 
     fn tools() -> Vec<String> {
         crate::tools::ToolRegistry::builtin(".").names()
@@ -422,6 +646,44 @@ mod tests {
         assert!(p.workers[0].collaborators.is_empty());
         assert_eq!(p.success_criteria, ["t1 completes with a non-empty result"]);
         assert!(p.manager_directive.contains("a single task"));
+    }
+
+    #[test]
+    fn the_plan_schema_mirrors_the_plan_types() {
+        let schema = plan_schema();
+        let props = |v: &serde_json::Value| -> BTreeSet<String> {
+            v["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect()
+        };
+        let keys = |v: serde_json::Value| -> BTreeSet<String> {
+            v.as_object().unwrap().keys().cloned().collect()
+        };
+        let plan = offline_plan("1. count words in a.txt\n2. what is 1+1", &tools());
+        let mut task = plan.tasks[0].clone();
+        task.priority = Some(1);
+        task.max_result_bytes = Some(1);
+        let defs = &schema["$defs"];
+        assert!(props(&schema).is_subset(&keys(serde_json::to_value(&plan).unwrap())));
+        assert!(
+            props(&defs["Worker"])
+                .is_subset(&keys(serde_json::to_value(&plan.workers[0]).unwrap()))
+        );
+        assert!(props(&defs["Task"]).is_subset(&keys(serde_json::to_value(&task).unwrap())));
+        // The schema itself is one the gate library accepts.
+        assert!(jsonschema::validator_for(&schema).is_ok());
+        // An offline plan, less the fields a model does not write, passes it.
+        let mut value = serde_json::to_value(&plan).unwrap();
+        value.as_object_mut().unwrap().remove("planner");
+        for w in value["workers"].as_array_mut().unwrap() {
+            w.as_object_mut().unwrap().remove("pool");
+        }
+        let reply = value.to_string();
+        let checked = check_plan_reply(&reply, &tools(), &Limits::default()).unwrap();
+        assert_eq!(checked.tasks, plan.tasks);
     }
 
     #[test]

@@ -13,7 +13,9 @@ use bytes::Bytes;
 use futures::StreamExt;
 use swarm_common::{
     Codec, Control, Envelope, ErrorMessage, FinalReport, ProgressUpdate, ResultSubmission,
-    SwarmState, headers as h,
+    SwarmState,
+    approval::{ApprovalRecord, ApprovalStatus},
+    headers as h,
     mission::{MissionErrorReply, MissionRecord, MissionReply, MissionRequest},
     subjects::{self, Subject},
 };
@@ -240,4 +242,73 @@ pub async fn cancel(client: &Client, swarm_id: &str, reason: &str) -> anyhow::Re
     );
     swarm_runtime::wire::publish(&js, subjects::control(swarm_id), &env, None).await?;
     Ok(())
+}
+
+/// Approval requests in the `approvals` bucket, oldest first; only the
+/// pending ones unless `all`.
+pub async fn approvals(client: &Client, all: bool) -> anyhow::Result<Vec<ApprovalRecord>> {
+    let js = jetstream::new(client.clone());
+    let store = js
+        .get_key_value(subjects::APPROVALS_BUCKET)
+        .await
+        .context("opening the approvals bucket")?;
+    let mut keys = store.keys().await.context("listing approvals")?;
+    let mut out = Vec::new();
+    while let Some(key) = keys.next().await {
+        let key = key.context("listing approvals")?;
+        if let Some(r) = decode_entry::<ApprovalRecord>(&store, &key).await?
+            && (all || r.status == ApprovalStatus::Pending)
+        {
+            out.push(r);
+        }
+    }
+    out.sort_by_key(|r| r.requested_at);
+    Ok(out)
+}
+
+/// Approves or denies a pending request (compare-and-swap, so a request is
+/// decided once). Returns the decided record.
+pub async fn decide(
+    client: &Client,
+    approval_id: &str,
+    approve: bool,
+    by: &str,
+    reason: Option<String>,
+) -> anyhow::Result<ApprovalRecord> {
+    if !subjects::is_token(approval_id) {
+        bail!("{approval_id:?} is not an approval id");
+    }
+    let js = jetstream::new(client.clone());
+    let store = js
+        .get_key_value(subjects::APPROVALS_BUCKET)
+        .await
+        .context("opening the approvals bucket")?;
+    let Some(entry) = store
+        .entry(approval_id)
+        .await
+        .context("reading the approval")?
+    else {
+        bail!("no approval request {approval_id}");
+    };
+    let mut record: ApprovalRecord = Codec::MsgPack
+        .decode(&entry.value)
+        .context("decoding the approval")?;
+    if record.status != ApprovalStatus::Pending {
+        bail!("approval {approval_id} is already {:?}", record.status);
+    }
+    record.status = if approve {
+        ApprovalStatus::Approved
+    } else {
+        ApprovalStatus::Denied
+    };
+    record.decided_by = Some(by.to_string());
+    record.reason = reason;
+    let bytes = Bytes::from(Codec::MsgPack.encode(&record)?);
+    store
+        .update(approval_id, bytes, entry.revision)
+        .await
+        .with_context(|| {
+            format!("approval {approval_id} changed meanwhile (decided or expired); look again")
+        })?;
+    Ok(record)
 }

@@ -72,6 +72,28 @@ enum Command {
         #[arg(long, default_value = "cancelled from the swarm CLI")]
         reason: String,
     },
+    /// List approval requests of destructive tool calls (pending ones unless --all).
+    Approvals {
+        /// Also the decided and expired ones.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Let a waiting destructive tool call run.
+    Approve {
+        /// The approval id (from `swarm approvals` or the task's progress).
+        approval_id: String,
+        /// Why, for the record.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Refuse a waiting destructive tool call.
+    Deny {
+        /// The approval id.
+        approval_id: String,
+        /// Why, for the record and the agent.
+        #[arg(long)]
+        reason: Option<String>,
+    },
     /// Fetch a swarm's HTML report from the object store.
     Report {
         /// The swarm id.
@@ -221,6 +243,35 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 1
             });
         }
+        Command::Approvals { all } => {
+            let nc = cli.nats.connect("swarm-cli").await?;
+            let list = client::approvals(&nc, all).await?;
+            if list.is_empty() {
+                println!("no {}approval requests", if all { "" } else { "pending " });
+            }
+            for r in list {
+                println!(
+                    "{}  {:?}  {} {}  (swarm {}, task {}, asked by {} at {}, expires {})",
+                    r.approval_id,
+                    r.status,
+                    r.tool,
+                    r.arguments,
+                    r.swarm_id.as_deref().unwrap_or("-"),
+                    r.task_id.as_deref().unwrap_or("-"),
+                    r.requested_by,
+                    r.requested_at.format("%H:%M:%S"),
+                    r.expires_at.format("%H:%M:%S"),
+                );
+            }
+        }
+        Command::Approve {
+            approval_id,
+            reason,
+        } => decide(&cli.nats, &approval_id, true, reason).await?,
+        Command::Deny {
+            approval_id,
+            reason,
+        } => decide(&cli.nats, &approval_id, false, reason).await?,
         Command::Cancel { swarm_id, reason } => {
             let nc = cli.nats.connect("swarm-cli").await?;
             client::cancel(&nc, &swarm_id, &reason).await?;
@@ -276,6 +327,23 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         }
     }
     Ok(0)
+}
+
+/// Approves or denies one approval request and says what it was.
+async fn decide(
+    nats: &NatsArgs,
+    approval_id: &str,
+    approve: bool,
+    reason: Option<String>,
+) -> anyhow::Result<()> {
+    let nc = nats.connect("swarm-cli").await?;
+    let by = std::env::var("USER").unwrap_or_else(|_| "swarm-cli".into());
+    let r = client::decide(&nc, approval_id, approve, &by, reason).await?;
+    println!(
+        "{} {:?}: {} {}",
+        r.approval_id, r.status, r.tool, r.arguments
+    );
+    Ok(())
 }
 
 /// Submits and, with `wait`, follows a mission; returns the exit code

@@ -8,6 +8,7 @@
 //! the mission intake format ([`mission`]). This crate has no tokio and no
 //! NATS client: `cargo tree -p swarm-common -i tokio` finds nothing.
 
+pub mod approval;
 pub mod codec;
 pub mod error;
 pub mod limits;

@@ -27,6 +27,10 @@ pub const DEADLETTER_STREAM_SUBJECTS: &str = "swarm.deadletter.>";
 pub const SWARMS_BUCKET: &str = "swarms";
 /// KV bucket of the step journal: `<swarm>.<task>.a<attempt>.r<revision>.s<step>`.
 pub const JOURNAL_BUCKET: &str = "journal";
+/// KV bucket of approval requests, one key per approval id.
+pub const APPROVALS_BUCKET: &str = "approvals";
+/// KV bucket of agent memory: `<namespace>.<key>`, the namespace a swarm id or `shared`.
+pub const MEMORY_BUCKET: &str = "memory";
 /// KV bucket of mission records, one key per swarm id.
 pub const MISSIONS_BUCKET: &str = "missions";
 /// Object store of rendered reports.

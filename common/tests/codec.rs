@@ -131,6 +131,7 @@ fn assignment() -> TaskAssignment {
             result_seq: 17,
         }],
         max_steps: 8,
+        max_attempts: 3,
         max_result_bytes: 65536,
         priority: 3,
         deadline: at("2025-03-01T13:00:00Z"),
@@ -259,6 +260,8 @@ fn swarm_state() -> SwarmState {
             result_preview: "[offline provider] count".into(),
             provider: "offline".into(),
             error: Some("first attempt timed out".into()),
+            worker_id: Some("worker-2".into()),
+            redeliveries: 1,
             gate_verdicts: vec![GateVerdict {
                 gate: "non_empty".into(),
                 passed: true,
@@ -274,6 +277,7 @@ fn swarm_state() -> SwarmState {
         cancel_reason: Some("none yet".into()),
         last_event_seq: 99,
         metrics: metrics(&[("attempts", 2.0), ("gate_failures", 1.0)]),
+        last_manager: "manager-2".into(),
         report_published: true,
     }
 }
@@ -283,6 +287,7 @@ fn mission_request() -> MissionRequest {
         mission: "count the words in notes.txt".into(),
         mission_id: Some("mission-42".into()),
         max_execution_minutes: Some(30),
+        max_execution_seconds: Some(90),
         plan: Some(plan()),
         protocol_version: Some("1.0".into()),
     }

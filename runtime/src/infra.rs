@@ -29,6 +29,10 @@ pub struct Infra {
     pub reports: ObjectStore,
     /// The step journal of agent loops.
     pub journal: kv::Store,
+    /// Approval requests of destructive tool calls.
+    pub approvals: kv::Store,
+    /// What agents remember, per swarm and shared.
+    pub memory: kv::Store,
 }
 
 fn setup_err(what: &str, e: impl std::fmt::Display) -> RuntimeError {
@@ -168,6 +172,31 @@ impl Infra {
             },
         )
         .await?;
+        let approvals = ensure_kv(
+            &js,
+            kv::Config {
+                bucket: subjects::APPROVALS_BUCKET.into(),
+                description: "Approval requests of destructive tool calls by approval id".into(),
+                history: 1,
+                storage: stream::StorageType::File,
+                num_replicas: replicas,
+                max_age: Duration::from_secs(30 * 24 * 3600),
+                ..Default::default()
+            },
+        )
+        .await?;
+        let memory = ensure_kv(
+            &js,
+            kv::Config {
+                bucket: subjects::MEMORY_BUCKET.into(),
+                description: "Agent memory: <swarm or shared>.<key>".into(),
+                history: 1,
+                storage: stream::StorageType::File,
+                num_replicas: replicas,
+                ..Default::default()
+            },
+        )
+        .await?;
         let reports = match js.get_object_store(subjects::REPORTS_BUCKET).await {
             Ok(store) => store,
             Err(_) => {
@@ -193,6 +222,8 @@ impl Infra {
             missions,
             reports,
             journal,
+            approvals,
+            memory,
         })
     }
 

@@ -175,10 +175,10 @@ impl Tool for JournaledTool {
         let entry = Entry::Tool {
             name,
             arguments,
-            output: output
-                .as_ref()
-                .map(Clone::clone)
-                .map_err(ToString::to_string),
+            output: match &output {
+                Ok(text) => Ok(text.clone()),
+                Err(e) => Err(e.to_string()),
+            },
         };
         self.journal
             .record(&entry)

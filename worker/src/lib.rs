@@ -5,7 +5,9 @@
 //! `ProgressUpdate`s, submits a `ResultSubmission`, and acks the assignment
 //! only once the result is stored.
 
+pub mod approvals;
 pub mod journal;
+pub mod memory;
 pub mod tools;
 
 use std::collections::HashMap;

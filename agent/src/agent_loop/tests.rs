@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use serde_json::json;
 
 use super::*;
+use crate::budget::Budget;
 use crate::provider::{CompletionResponse, OfflineProvider};
 
 fn persona(tools: &[&str]) -> WorkerDeploymentPlan {
@@ -77,6 +78,7 @@ impl Scripted {
                 input_tokens: 10,
                 output_tokens: 2,
             },
+            finish_reason: None,
         })
     }
 
@@ -88,6 +90,7 @@ impl Scripted {
                 input_tokens: 20,
                 output_tokens: 5,
             },
+            finish_reason: None,
         })
     }
 }
@@ -420,7 +423,10 @@ async fn tool_errors_are_fed_back_and_the_loop_goes_on() {
     assert_eq!(metric(&outcome, "output_tokens"), 7.0);
     let requests = provider.requests.lock().unwrap();
     let offered: Vec<_> = requests[0].tools.iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(offered, ["calc", "echo"]);
+    assert_eq!(
+        offered,
+        ["calc", "echo", "report_progress", "return_result"]
+    );
     assert_eq!(
         requests[0].messages[0].content,
         "You test.\n\nYour role: Tests things"
@@ -502,4 +508,91 @@ fn observations_are_shortened_on_a_char_boundary() {
     assert!(short.len() <= MAX_OBSERVATION_BYTES + 40);
     assert!(short.ends_with("… [4000 bytes in all]"));
     assert_eq!(shorten("abc", 10), "abc");
+}
+
+#[tokio::test]
+async fn run_task_passes_progress_reports_as_steps_and_gates_explicit_calls() {
+    let (_dir, tools) = workspace();
+    let provider = Scripted::new(vec![
+        Scripted::calls(&[(
+            "report_progress",
+            json!({"message": "halfway", "percentage": 50}),
+        )]),
+        Scripted::calls(&[("return_result", json!({"result": "all done"}))]),
+    ]);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let outcome = run_task(&provider, &tools, &task("anything"), Some(&tx)).await;
+    drop(tx);
+    assert_eq!(outcome.status, TaskStatus::Completed);
+    assert_eq!(outcome.result, "all done");
+    let first = rx.recv().await.unwrap();
+    assert_eq!(first.tool.as_deref(), Some("report_progress"));
+    assert_eq!(first.observation, "progress reported: halfway");
+    assert_eq!(
+        rx.recv().await.unwrap().tool.as_deref(),
+        Some("return_result")
+    );
+    assert!(rx.recv().await.is_none());
+
+    // Gates judge explicit calls too; nobody can correct them, so a failure fails.
+    let options = RunOptions {
+        gates: vec![GateSpec::Length {
+            min_chars: None,
+            max_chars: Some(3),
+        }],
+        ..RunOptions::default()
+    };
+    let run = run_agent(
+        &OfflineProvider::new(),
+        &tools,
+        &task(r#"{"tool": "echo", "arguments": {"text": "too long"}}"#),
+        &options,
+        None,
+    )
+    .await;
+    assert_eq!(run.outcome.status, TaskStatus::Failed);
+    let error = run.outcome.error.unwrap();
+    assert_eq!(error.code, ErrorCode::ValidationFailed);
+    assert!(error.message.contains("at most 3"), "{}", error.message);
+    assert_eq!(run.gate_verdicts.len(), 1);
+}
+
+#[tokio::test]
+async fn the_offline_provider_passes_gates_and_budgets_unchanged() {
+    let (_dir, tools) = workspace();
+    let options = RunOptions {
+        budget: Budget {
+            max_tokens: Some(1),
+            max_cost_usd: Some(0.0001),
+            ..Budget::default()
+        },
+        gates: vec![GateSpec::Regex {
+            pattern: "offline provider".into(),
+            forbid: false,
+            description: None,
+        }],
+        ..RunOptions::default()
+    };
+    // The offline provider uses no tokens and costs nothing: the budget never runs out.
+    let run = run_agent(
+        &OfflineProvider::new(),
+        &tools,
+        &task("count the words in notes.txt"),
+        &options,
+        None,
+    )
+    .await;
+    assert_eq!(
+        run.outcome.status,
+        TaskStatus::Completed,
+        "{:?}",
+        run.outcome.error
+    );
+    assert!(
+        run.outcome.result.contains("9 words"),
+        "{}",
+        run.outcome.result
+    );
+    assert_eq!(run.outcome.metrics["cost_usd"], 0.0);
+    assert!(run.gate_verdicts.iter().all(|v| v.passed));
 }

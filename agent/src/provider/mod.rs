@@ -1,6 +1,8 @@
 //! The [`Provider`] trait: one chat-completion call with tools, shaped so
-//! OpenAI chat completions and Anthropic Messages fit behind it, and the
-//! [`OfflineProvider`] that needs neither.
+//! OpenAI chat completions and Anthropic Messages fit behind it; the
+//! [`OfflineProvider`] that needs neither; the [`OpenAiProvider`] and
+//! [`AnthropicProvider`] that speak those wire formats over HTTP; and
+//! [`ProviderConfig`], which picks one from flags or the environment.
 
 use std::time::Duration;
 
@@ -9,9 +11,19 @@ use serde::{Deserialize, Serialize};
 
 use crate::tools::ToolSpec;
 
+pub mod anthropic;
+pub mod config;
+mod http;
 mod offline;
+pub mod openai;
+pub mod pricing;
 
+pub use anthropic::AnthropicProvider;
+pub use config::{ConfigError, ProviderArgs, ProviderConfig, ProviderKind};
+pub use http::MAX_RETRY_AFTER;
 pub use offline::OfflineProvider;
+pub use openai::OpenAiProvider;
+pub use pricing::{PriceTable, Pricing};
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -131,6 +143,10 @@ pub struct CompletionResponse {
     pub tool_calls: Vec<ToolCall>,
     /// Tokens this call consumed.
     pub usage: Usage,
+    /// Why the model stopped, as the provider says it (`stop`, `tool_calls`,
+    /// `end_turn`, `max_tokens`, ...), when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
 }
 
 /// Why a completion call failed.
@@ -191,6 +207,34 @@ pub trait Provider: Send + Sync {
         &self,
         request: CompletionRequest,
     ) -> Result<CompletionResponse, ProviderError>;
+    /// The estimated cost of `usage` in US dollars; 0 when unknown (the
+    /// offline provider, a model without a price).
+    fn cost_usd(&self, usage: Usage) -> f64 {
+        let _ = usage;
+        0.0
+    }
+}
+
+/// `value[key]`, or an [`ProviderError::InvalidResponse`] naming what is missing where.
+pub(crate) fn field<'a>(
+    value: &'a serde_json::Value,
+    key: &str,
+    context: &str,
+) -> Result<&'a serde_json::Value, ProviderError> {
+    value
+        .get(key)
+        .filter(|v| !v.is_null())
+        .ok_or_else(|| ProviderError::InvalidResponse(format!("{context} has no `{key}`")))
+}
+
+/// A tool's schema as sent to a model: without the `$schema` marker, which
+/// some OpenAI-compatible servers refuse.
+pub(crate) fn offered_schema(schema: &serde_json::Value) -> serde_json::Value {
+    let mut schema = schema.clone();
+    if let Some(map) = schema.as_object_mut() {
+        map.remove("$schema");
+    }
+    schema
 }
 
 #[cfg(test)]
@@ -209,6 +253,58 @@ mod tests {
         assert!(limited.to_string().contains("retry after 2s"));
         assert!(!ProviderError::Refused("401".into()).retriable());
         assert!(!ProviderError::InvalidResponse("not json".into()).retriable());
+    }
+
+    fn json_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        let key = prop::sample::select(vec![
+            "choices",
+            "message",
+            "content",
+            "tool_calls",
+            "function",
+            "name",
+            "arguments",
+            "id",
+            "type",
+            "text",
+            "tool_use",
+            "input",
+            "usage",
+            "prompt_tokens",
+            "input_tokens",
+            "finish_reason",
+            "stop_reason",
+            "x",
+        ]);
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            prop::sample::select(vec!["", "text", "tool_use", "{\"a\":1}", "{bad"])
+                .prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(4, 64, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+                prop::collection::btree_map(key.clone(), inner, 0..5).prop_map(|m| {
+                    serde_json::Value::Object(
+                        m.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                    )
+                }),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_reply_parses_or_is_an_invalid_response(value in json_value()) {
+            for result in [openai::parse_response(&value), anthropic::parse_response(&value)] {
+                if let Err(e) = result {
+                    proptest::prop_assert!(matches!(e, ProviderError::InvalidResponse(_)), "{e}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -250,6 +250,7 @@ fn decide(request: &CompletionRequest) -> CompletionResponse {
                 })
                 .collect(),
             usage: Usage::default(),
+            finish_reason: Some("tool_calls".to_string()),
         };
     }
     let answer = compose(&conversation, &plan);
@@ -257,6 +258,7 @@ fn decide(request: &CompletionRequest) -> CompletionResponse {
         content: apply_feedback(answer, &conversation.feedback),
         tool_calls: Vec::new(),
         usage: Usage::default(),
+        finish_reason: Some("stop".to_string()),
     }
 }
 

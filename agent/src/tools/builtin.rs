@@ -40,7 +40,7 @@ pub(super) fn all(workspace: Workspace) -> Vec<Arc<dyn Tool>> {
 }
 
 /// Runs file-system work off the async threads.
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
 ) -> Result<T, ToolError> {
     tokio::task::spawn_blocking(f)

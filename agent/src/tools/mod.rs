@@ -1,8 +1,13 @@
 //! Tools an agent may call: the [`Tool`] trait, typed arguments with a JSON
 //! schema derived from a Rust struct, and the [`ToolRegistry`].
 //!
-//! **Invariant:** every built-in tool only reads, and only inside the
-//! workspace root it was built with (see [`workspace`]).
+//! **Invariant:** every tool of [`ToolRegistry::builtin`] only reads, and
+//! only inside the workspace root it was built with (see [`workspace`]).
+//! The optional tools ([`ToolsConfig`]: `write_file`, `http_fetch`, `shell`,
+//! `memory`) are added only when configured.
+//!
+//! **Invariant:** a call of a tool annotated `destructive` runs only after
+//! the registry's [`Approver`] approved it; the default approver denies.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,12 +18,24 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+pub mod approval;
+pub mod args;
 mod builtin;
 pub mod calc;
+pub mod fetch;
+pub mod memory;
+pub mod shell;
 pub mod workspace;
+pub mod write;
 
+pub use approval::{AllowAll, ApprovalDecision, ApprovalRequest, Approver, DenyAll, Expiring};
+pub use args::ToolArgs;
 pub(crate) use builtin::EMPTY_DIRECTORY;
+pub use fetch::{FetchConfig, HttpFetch};
+pub use memory::{InMemoryStore, Memory, MemoryError, MemoryStore};
+pub use shell::{Shell, ShellConfig};
 pub use workspace::Workspace;
+pub use write::WriteFile;
 
 /// Hints about what a tool does, so a runtime can decide which calls need a
 /// person's approval.
@@ -71,6 +88,16 @@ pub enum ToolError {
     UnknownTool(String),
 }
 
+/// Who a tool call is made for: tools that keep state per swarm (memory)
+/// and approvals read it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolContext {
+    /// The swarm, when known.
+    pub swarm_id: Option<String>,
+    /// The task, when known.
+    pub task_id: Option<String>,
+}
+
 /// Something an agent can call.
 #[async_trait]
 pub trait Tool: Send + Sync {
@@ -78,6 +105,15 @@ pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
     /// Runs it. `arguments` is a JSON object matching `spec().parameters`.
     async fn call(&self, arguments: serde_json::Value) -> Result<String, ToolError>;
+    /// Runs it for the swarm and task in `ctx`; most tools ignore it.
+    async fn call_in(
+        &self,
+        ctx: &ToolContext,
+        arguments: serde_json::Value,
+    ) -> Result<String, ToolError> {
+        let _ = ctx;
+        self.call(arguments).await
+    }
 }
 
 /// A tool whose arguments are a Rust type: the schema is derived from it and
@@ -95,6 +131,11 @@ pub trait TypedTool: Send + Sync + 'static {
     const ANNOTATIONS: ToolAnnotations;
     /// Runs it with parsed arguments.
     async fn run(&self, args: Self::Args) -> Result<String, ToolError>;
+    /// Runs it for the swarm and task in `ctx`; [`TypedTool::run`] unless overridden.
+    async fn run_in(&self, ctx: &ToolContext, args: Self::Args) -> Result<String, ToolError> {
+        let _ = ctx;
+        self.run(args).await
+    }
 }
 
 /// Makes a [`Tool`] of a [`TypedTool`].
@@ -116,22 +157,67 @@ impl<T: TypedTool> Tool for Typed<T> {
     }
 
     async fn call(&self, arguments: serde_json::Value) -> Result<String, ToolError> {
-        // Models often send `null` for "no arguments"; defaults then apply.
-        let arguments = if arguments.is_null() {
-            serde_json::Value::Object(serde_json::Map::new())
-        } else {
-            arguments
-        };
-        let args: T::Args = serde_json::from_value(arguments)
-            .map_err(|e| ToolError::InvalidArguments(format!("{}: {e}", T::NAME)))?;
-        self.0.run(args).await
+        self.0.run(parse_args::<T>(arguments)?).await
+    }
+
+    async fn call_in(
+        &self,
+        ctx: &ToolContext,
+        arguments: serde_json::Value,
+    ) -> Result<String, ToolError> {
+        self.0.run_in(ctx, parse_args::<T>(arguments)?).await
     }
 }
 
-/// The tools a worker offers, by name.
+fn parse_args<T: TypedTool>(arguments: serde_json::Value) -> Result<T::Args, ToolError> {
+    // Models often send `null` for "no arguments"; defaults then apply.
+    let arguments = if arguments.is_null() {
+        serde_json::Value::Object(serde_json::Map::new())
+    } else {
+        arguments
+    };
+    serde_json::from_value(arguments)
+        .map_err(|e| ToolError::InvalidArguments(format!("{}: {e}", T::NAME)))
+}
+
+/// Which optional tools a registry offers besides the read-only built-ins.
 #[derive(Clone, Default)]
+pub struct ToolsConfig {
+    /// Offer `write_file` (writes inside the workspace).
+    pub write_file: bool,
+    /// Offer `http_fetch` with these limits.
+    pub http_fetch: Option<FetchConfig>,
+    /// Offer `shell` with these limits (each call needs approval).
+    pub shell: Option<ShellConfig>,
+    /// Offer `memory`, kept in this store.
+    pub memory: Option<Arc<dyn MemoryStore>>,
+}
+
+impl std::fmt::Debug for ToolsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolsConfig")
+            .field("write_file", &self.write_file)
+            .field("http_fetch", &self.http_fetch)
+            .field("shell", &self.shell)
+            .field("memory", &self.memory.is_some())
+            .finish()
+    }
+}
+
+/// The tools a worker offers, by name, and the approver of destructive calls.
+#[derive(Clone)]
 pub struct ToolRegistry {
     tools: BTreeMap<String, Arc<dyn Tool>>,
+    approver: Arc<dyn Approver>,
+}
+
+impl Default for ToolRegistry {
+    fn default() -> Self {
+        ToolRegistry {
+            tools: BTreeMap::new(),
+            approver: Arc::new(DenyAll),
+        }
+    }
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -158,6 +244,36 @@ impl ToolRegistry {
         registry
     }
 
+    /// The built-in tools plus the optional ones `config` enables, all under
+    /// `workspace_root`. Destructive calls are denied until
+    /// [`ToolRegistry::with_approver`] sets an approver.
+    pub fn with_config(workspace_root: impl Into<PathBuf>, config: &ToolsConfig) -> ToolRegistry {
+        let workspace = Workspace::new(workspace_root);
+        let mut registry = ToolRegistry::builtin(workspace.root());
+        if config.write_file {
+            registry.register(typed(WriteFile(workspace.clone())));
+        }
+        if let Some(fetch) = &config.http_fetch {
+            registry.register(typed(HttpFetch(fetch.clone())));
+        }
+        if let Some(shell) = &config.shell {
+            registry.register(typed(Shell {
+                workspace,
+                config: shell.clone(),
+            }));
+        }
+        if let Some(store) = &config.memory {
+            registry.register(typed(Memory(store.clone())));
+        }
+        registry
+    }
+
+    /// The same registry with `approver` deciding on destructive calls.
+    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> ToolRegistry {
+        self.approver = approver;
+        self
+    }
+
     /// Adds a tool, replacing any tool of the same name.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
         self.tools.insert(tool.spec().name, tool);
@@ -178,16 +294,52 @@ impl ToolRegistry {
         self.tools.values().map(|t| t.spec()).collect()
     }
 
-    /// Calls the tool with this name.
+    /// Calls the tool with this name (with no swarm or task context).
     pub async fn call(
         &self,
         name: &str,
         arguments: serde_json::Value,
     ) -> Result<String, ToolError> {
-        match self.tools.get(name) {
-            Some(tool) => tool.call(arguments).await,
-            None => Err(ToolError::UnknownTool(name.to_string())),
+        self.call_in(&ToolContext::default(), name, arguments).await
+    }
+
+    /// Calls the tool with this name for the swarm and task in `ctx`. A
+    /// destructive tool is put to the approver first; a denial is
+    /// [`ToolError::Refused`] with the approver's reason.
+    pub async fn call_in(
+        &self,
+        ctx: &ToolContext,
+        name: &str,
+        arguments: serde_json::Value,
+    ) -> Result<String, ToolError> {
+        let Some(tool) = self.tools.get(name) else {
+            return Err(ToolError::UnknownTool(name.to_string()));
+        };
+        let annotations = tool.spec().annotations;
+        if annotations.destructive {
+            let request = ApprovalRequest {
+                id: uuid::Uuid::new_v4().to_string(),
+                tool: name.to_string(),
+                arguments: arguments.clone(),
+                annotations,
+                swarm_id: ctx.swarm_id.clone(),
+                task_id: ctx.task_id.clone(),
+            };
+            let id = request.id.clone();
+            tracing::info!(approval_id = %id, tool = %name, task_id = ?ctx.task_id, "asking for approval");
+            match self.approver.approve(request).await {
+                ApprovalDecision::Approved => {
+                    tracing::info!(approval_id = %id, tool = %name, "approved");
+                }
+                ApprovalDecision::Denied { reason } => {
+                    tracing::info!(approval_id = %id, tool = %name, %reason, "denied");
+                    return Err(ToolError::Refused(format!(
+                        "the call of {name} was denied: {reason}"
+                    )));
+                }
+            }
         }
+        tool.call_in(ctx, arguments).await
     }
 }
 

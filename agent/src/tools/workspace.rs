@@ -63,6 +63,59 @@ impl Workspace {
         Ok(canonical)
     }
 
+    /// Resolves a path argument for writing: the file need not exist, but
+    /// its nearest existing ancestor must be inside the root once canonical,
+    /// and so must the file itself when it exists (a symlink out is
+    /// refused). Missing parent directories are created. Returns the path to
+    /// write, inside the canonical root.
+    pub fn resolve_for_write(&self, path: &str) -> Result<PathBuf, ToolError> {
+        let root = self.canonical_root()?;
+        if path.contains('\0') {
+            return Err(ToolError::InvalidArguments(
+                "a path may not contain NUL".to_string(),
+            ));
+        }
+        let target = lexically_normal(&root.join(path));
+        if !target.starts_with(&root) || target == root {
+            return Err(outside(path));
+        }
+        let Some(parent) = target.parent() else {
+            return Err(outside(path));
+        };
+        // The deepest ancestor that exists decides where the write lands.
+        let mut existing = parent;
+        while !existing.exists() {
+            existing = existing.parent().ok_or_else(|| outside(path))?;
+        }
+        let canonical = existing
+            .canonicalize()
+            .map_err(|e| ToolError::Failed(format!("{path}: {e}")))?;
+        if !canonical.starts_with(&root) {
+            return Err(outside(path));
+        }
+        std::fs::create_dir_all(parent).map_err(|e| ToolError::Failed(format!("{path}: {e}")))?;
+        let parent = parent
+            .canonicalize()
+            .map_err(|e| ToolError::Failed(format!("{path}: {e}")))?;
+        if !parent.starts_with(&root) {
+            return Err(outside(path));
+        }
+        let file = parent.join(target.file_name().ok_or_else(|| outside(path))?);
+        if std::fs::symlink_metadata(&file).is_ok() {
+            let resolved = file
+                .canonicalize()
+                .map_err(|_| ToolError::Refused(format!("{path:?} is a dangling symlink")))?;
+            if !resolved.starts_with(&root) {
+                return Err(outside(path));
+            }
+            if resolved.is_dir() {
+                return Err(ToolError::Failed(format!("{path} is a directory")));
+            }
+            return Ok(resolved);
+        }
+        Ok(file)
+    }
+
     /// How a canonical path inside the root is shown: relative, with `/`
     /// separators, and `.` for the root itself.
     pub fn display(&self, canonical: &Path) -> String {

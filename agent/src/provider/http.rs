@@ -1,0 +1,294 @@
+//! The HTTP plumbing the remote providers share: one JSON POST with a
+//! timeout, retried on 429 and 5xx with exponential backoff and jitter, a
+//! `Retry-After` (seconds or an HTTP date) taking the place of the backoff's
+//! delay when the server gives one.
+//!
+//! **Invariant:** every call ends, with a value or a [`ProviderError`]: each
+//! attempt is bounded by the timeout, the number of attempts by
+//! `max_retries`, and each wait by [`MAX_RETRY_AFTER`].
+
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable};
+use reqwest::StatusCode;
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+
+use super::ProviderError;
+
+/// A `Retry-After` longer than this is cut to it, so a provider cannot park a
+/// worker for an hour.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// The largest reply body read, in bytes.
+const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// How much of a bad body an error message quotes.
+const QUOTED_BODY_BYTES: usize = 300;
+
+/// A JSON endpoint with its timeout and retry policy.
+#[derive(Debug, Clone)]
+pub(crate) struct JsonClient {
+    client: reqwest::Client,
+    timeout: Duration,
+    max_retries: u32,
+    min_backoff: Duration,
+}
+
+/// One failed attempt: the error and the wait the server asked for.
+struct Attempt {
+    error: ProviderError,
+    retry_after: Option<Duration>,
+}
+
+impl std::fmt::Display for Attempt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl JsonClient {
+    /// A client whose every attempt ends within `timeout`, retried at most
+    /// `max_retries` times, the first backoff `min_backoff` long.
+    pub(crate) fn new(
+        timeout: Duration,
+        max_retries: u32,
+        min_backoff: Duration,
+    ) -> Result<JsonClient, ProviderError> {
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .build()
+            .map_err(|e| ProviderError::Transport(format!("cannot build an HTTP client: {e}")))?;
+        Ok(JsonClient {
+            client,
+            timeout,
+            max_retries,
+            min_backoff,
+        })
+    }
+
+    fn policy(&self) -> ExponentialBuilder {
+        ExponentialBuilder::default()
+            .with_min_delay(self.min_backoff)
+            .with_max_delay(Duration::from_secs(30))
+            .with_max_times(self.max_retries as usize)
+            .with_jitter()
+    }
+
+    /// POSTs `body` to `url` with `headers` and returns the JSON reply,
+    /// retrying transient failures.
+    pub(crate) async fn post(
+        &self,
+        url: &str,
+        headers: &HeaderMap,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value, ProviderError> {
+        let once = || self.post_once(url, headers, body);
+        once.retry(self.policy())
+            .when(|a: &Attempt| a.error.retriable())
+            // The server's wait replaces the backoff's, but only while the
+            // backoff has tries left (`None` means give up).
+            .adjust(|a: &Attempt, backoff| backoff.map(|d| a.retry_after.unwrap_or(d)))
+            .notify(|a: &Attempt, after: Duration| {
+                tracing::warn!(%url, error = %a.error, retry_in_ms = after.as_millis() as u64, "provider call failed; retrying");
+            })
+            .await
+            .map_err(|a| a.error)
+    }
+
+    async fn post_once(
+        &self,
+        url: &str,
+        headers: &HeaderMap,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value, Attempt> {
+        let fail = |error| Attempt {
+            error,
+            retry_after: None,
+        };
+        let response = self
+            .client
+            .post(url)
+            .headers(headers.clone())
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| fail(self.transport(e)))?;
+        let status = response.status();
+        let retry_after = retry_after(response.headers());
+        let bytes = read_capped(response)
+            .await
+            .map_err(|e| fail(self.transport_or(e)))?;
+        if !status.is_success() {
+            return Err(Attempt {
+                error: status_error(status, retry_after, &bytes),
+                retry_after,
+            });
+        }
+        serde_json::from_slice(&bytes).map_err(|e| {
+            fail(ProviderError::InvalidResponse(format!(
+                "the reply is not JSON ({e}); it starts {:?}",
+                quote(&bytes)
+            )))
+        })
+    }
+
+    fn transport(&self, e: reqwest::Error) -> ProviderError {
+        if e.is_timeout() {
+            ProviderError::Timeout(self.timeout)
+        } else {
+            ProviderError::Transport(error_chain(&e))
+        }
+    }
+
+    fn transport_or(&self, e: BodyError) -> ProviderError {
+        match e {
+            BodyError::Http(e) => self.transport(e),
+            BodyError::TooLarge => ProviderError::InvalidResponse(format!(
+                "the reply is larger than {MAX_BODY_BYTES} bytes"
+            )),
+        }
+    }
+}
+
+enum BodyError {
+    Http(reqwest::Error),
+    TooLarge,
+}
+
+async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, BodyError> {
+    let mut out = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(BodyError::Http)? {
+        if out.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(BodyError::TooLarge);
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// An error with its sources, which is where reqwest keeps the useful part.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+fn quote(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    crate::agent_loop::shorten(&text, QUOTED_BODY_BYTES)
+}
+
+/// The error for a reply with a non-success status.
+fn status_error(status: StatusCode, retry_after: Option<Duration>, body: &[u8]) -> ProviderError {
+    let detail = error_message(body).unwrap_or_else(|| quote(body));
+    let text = format!("HTTP {status}: {detail}");
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        ProviderError::RateLimited { retry_after }
+    } else if status.is_server_error() || status == StatusCode::REQUEST_TIMEOUT {
+        ProviderError::Server(text)
+    } else {
+        ProviderError::Refused(text)
+    }
+}
+
+/// `error.message` of an OpenAI or Anthropic error body.
+fn error_message(body: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let error = value.get("error")?;
+    match error.get("message").and_then(|m| m.as_str()) {
+        Some(m) => Some(m.to_string()),
+        None => error.as_str().map(str::to_string),
+    }
+}
+
+/// The `Retry-After` header: delay-seconds or an HTTP date, at most
+/// [`MAX_RETRY_AFTER`].
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?;
+    parse_retry_after(value, chrono::Utc::now())
+}
+
+/// Reads a `Retry-After` value as of `now`.
+pub(crate) fn parse_retry_after(
+    value: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<Duration> {
+    let value = value.trim();
+    let wait = if let Ok(secs) = value.parse::<f64>() {
+        if !secs.is_finite() || secs < 0.0 {
+            return None;
+        }
+        Duration::from_secs_f64(secs.min(MAX_RETRY_AFTER.as_secs_f64()))
+    } else {
+        let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+        (at.with_timezone(&chrono::Utc) - now)
+            .to_std()
+            .unwrap_or(Duration::ZERO)
+    };
+    Some(wait.min(MAX_RETRY_AFTER))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        assert_eq!(parse_retry_after("2", now), Some(Duration::from_secs(2)));
+        assert_eq!(
+            parse_retry_after("0.5", now),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(
+            parse_retry_after("Thu, 01 Jan 2026 00:00:07 GMT", now),
+            Some(Duration::from_secs(7))
+        );
+        // A date in the past means now.
+        assert_eq!(
+            parse_retry_after("Wed, 31 Dec 2025 23:00:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("86400", now), Some(MAX_RETRY_AFTER));
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-1", now), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn retry_after_never_panics_and_stays_bounded(value in ".{0,40}", secs in 0u64..10_000_000) {
+            let now = chrono::Utc::now();
+            if let Some(d) = parse_retry_after(&value, now) {
+                proptest::prop_assert!(d <= MAX_RETRY_AFTER);
+            }
+            let d = parse_retry_after(&secs.to_string(), now);
+            proptest::prop_assert_eq!(d, Some(Duration::from_secs(secs).min(MAX_RETRY_AFTER)));
+        }
+    }
+
+    #[test]
+    fn statuses_map_to_errors() {
+        let body = br#"{"error": {"message": "slow down", "type": "rate_limit"}}"#;
+        assert_eq!(
+            status_error(StatusCode::TOO_MANY_REQUESTS, None, body),
+            ProviderError::RateLimited { retry_after: None }
+        );
+        let e = status_error(StatusCode::BAD_GATEWAY, None, b"<html>oops</html>");
+        assert!(matches!(&e, ProviderError::Server(m) if m.contains("502") && m.contains("oops")));
+        let e = status_error(
+            StatusCode::UNAUTHORIZED,
+            None,
+            br#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
+        );
+        assert!(matches!(&e, ProviderError::Refused(m) if m.contains("invalid x-api-key")));
+        assert!(!e.retriable());
+    }
+}

@@ -1,0 +1,228 @@
+//! The model's other jobs in a swarm, besides doing tasks: reviewing a
+//! task's result for the manager ([`review_with_provider`]) and writing the
+//! final report's summary and insights ([`summarize_with_provider`]).
+//!
+//! Both ask for a small JSON object and read it strictly; a reply that does
+//! not fit is sent back with the problem, a bounded number of times, so a
+//! chatty model cannot turn into an accepted result by accident.
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use swarm_common::{ErrorBody, ErrorCode, TaskOutcome};
+
+use crate::agent_loop::shorten;
+use crate::provider::{ChatMessage, CompletionRequest, Provider, ProviderError, Usage};
+
+/// How many replies a review or a summary may take to be readable.
+const MAX_REPLIES: u32 = 3;
+/// A result is quoted to a reviewer up to this many bytes.
+const MAX_REVIEWED_BYTES: usize = 32 * 1024;
+/// Each task's result is quoted to the summarizer up to this many bytes.
+const MAX_SUMMARIZED_BYTES: usize = 4 * 1024;
+
+/// What the manager asks a reviewer about.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReviewRequest {
+    /// The manager's directive (the mission and how to judge it).
+    pub directive: String,
+    /// The task's title.
+    pub task_title: String,
+    /// What the task asked for.
+    pub task_description: String,
+    /// The result to judge.
+    pub result: String,
+    /// What every result must show (the plan's success criteria).
+    pub criteria: Vec<String>,
+}
+
+/// A reviewer's decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReviewVerdict {
+    /// Whether the result is accepted.
+    pub approved: bool,
+    /// What to change, for a revision (empty when approved).
+    pub feedback: String,
+    /// Tokens the review used.
+    pub usage: Usage,
+    /// Its estimated cost in US dollars.
+    pub cost_usd: f64,
+}
+
+/// A final report's prose.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// What was done, honestly.
+    pub summary: String,
+    /// Observations drawn from the results.
+    pub insights: Vec<String>,
+    /// Tokens used.
+    pub usage: Usage,
+    /// Estimated cost in US dollars.
+    pub cost_usd: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReviewReply {
+    approved: bool,
+    #[serde(default)]
+    feedback: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SummaryReply {
+    summary: String,
+    #[serde(default)]
+    insights: Vec<String>,
+}
+
+fn provider_failed(provider: &dyn Provider, what: &str, e: &ProviderError) -> ErrorBody {
+    let code = match e {
+        ProviderError::Timeout(_) => ErrorCode::Timeout,
+        _ => ErrorCode::Internal,
+    };
+    let mut body = ErrorBody::new(
+        code,
+        format!("{what} with {:?} failed: {e}", provider.name()),
+    )
+    .with_detail("provider", provider.name());
+    body.retriable = e.retriable();
+    body
+}
+
+/// Asks for a JSON object of type `T`, sending problems back up to
+/// [`MAX_REPLIES`] replies in all.
+async fn ask_json<T: DeserializeOwned>(
+    provider: &dyn Provider,
+    what: &str,
+    mut messages: Vec<ChatMessage>,
+) -> Result<(T, Usage, f64), ErrorBody> {
+    let mut usage = Usage::default();
+    let mut cost = 0.0;
+    let mut problem = String::new();
+    for _ in 0..MAX_REPLIES {
+        let response = provider
+            .complete(CompletionRequest {
+                messages: messages.clone(),
+                tools: Vec::new(),
+                max_tokens: None,
+            })
+            .await
+            .map_err(|e| provider_failed(provider, what, &e))?;
+        usage.input_tokens += response.usage.input_tokens;
+        usage.output_tokens += response.usage.output_tokens;
+        cost += provider.cost_usd(response.usage);
+        let text = crate::gates::strip_code_fence(&response.content);
+        let text = match (text.find('{'), text.rfind('}')) {
+            (Some(start), Some(end)) if start < end => &text[start..=end],
+            _ => text,
+        };
+        match serde_json::from_str::<T>(text) {
+            Ok(value) => return Ok((value, usage, cost)),
+            Err(e) => {
+                problem = e.to_string();
+                messages.push(ChatMessage::assistant(response.content));
+                messages.push(ChatMessage::user(format!(
+                    "That reply cannot be read ({problem}). Reply with the JSON object only."
+                )));
+            }
+        }
+    }
+    Err(ErrorBody::new(
+        ErrorCode::ValidationFailed,
+        format!("{what}: no readable reply in {MAX_REPLIES} attempts; the last problem: {problem}"),
+    )
+    .with_detail("provider", provider.name()))
+}
+
+/// Asks `provider` to review a task's result. A rejection comes with
+/// feedback for the revision; an approval may come with none.
+pub async fn review_with_provider(
+    provider: &dyn Provider,
+    request: &ReviewRequest,
+) -> Result<ReviewVerdict, ErrorBody> {
+    let mut criteria = String::new();
+    for c in &request.criteria {
+        criteria.push_str(&format!("- {c}\n"));
+    }
+    if criteria.is_empty() {
+        criteria.push_str("- the result does what the task asks, correctly and completely\n");
+    }
+    let system = format!(
+        "You are the manager of a Swarm reviewing a worker's result. Approve it only if it \
+         does what the task asks and meets every criterion; otherwise reject it and say \
+         exactly what to change. Reply with one JSON object and nothing else: \
+         {{\"approved\": true|false, \"feedback\": \"what to change (empty when approved)\"}}.\n\n\
+         The manager's directive:\n{}\n\nThe criteria:\n{criteria}",
+        request.directive
+    );
+    let user = format!(
+        "=== TASK: {} ===\n{}\n=== RESULT ===\n{}\n=== END ===",
+        request.task_title,
+        request.task_description,
+        shorten(&request.result, MAX_REVIEWED_BYTES)
+    );
+    let (reply, usage, cost_usd): (ReviewReply, _, _) = ask_json(
+        provider,
+        "the review",
+        vec![ChatMessage::system(system), ChatMessage::user(user)],
+    )
+    .await?;
+    let feedback = reply.feedback.trim().to_string();
+    if !reply.approved && feedback.is_empty() {
+        return Ok(ReviewVerdict {
+            approved: false,
+            feedback: "The reviewer rejected the result without saying why; check it against \
+                       the task and the criteria and improve it."
+                .to_string(),
+            usage,
+            cost_usd,
+        });
+    }
+    Ok(ReviewVerdict {
+        approved: reply.approved,
+        feedback,
+        usage,
+        cost_usd,
+    })
+}
+
+/// Asks `provider` for the final report's summary and insights, from the
+/// mission and every task's outcome (results quoted in part).
+pub async fn summarize_with_provider(
+    provider: &dyn Provider,
+    mission: &str,
+    tasks: &[TaskOutcome],
+) -> Result<Summary, ErrorBody> {
+    let system = "You write the final report of a Swarm mission for the person who asked for \
+        it. Say honestly what was achieved and what failed, citing the tasks' results. Reply \
+        with one JSON object and nothing else: {\"summary\": \"a few sentences\", \
+        \"insights\": [\"one observation per item\"]}.";
+    let mut user = format!("=== MISSION ===\n{mission}\n");
+    for t in tasks {
+        user.push_str(&format!(
+            "=== TASK {} ({:?}): {} ===\n{}\n",
+            t.task_id,
+            t.status,
+            t.title,
+            match &t.error {
+                Some(e) if t.result.is_empty() => format!("error: {e}"),
+                _ => shorten(&t.result, MAX_SUMMARIZED_BYTES),
+            }
+        ));
+    }
+    user.push_str("=== END ===");
+    let (reply, usage, cost_usd): (SummaryReply, _, _) = ask_json(
+        provider,
+        "the summary",
+        vec![ChatMessage::system(system), ChatMessage::user(user)],
+    )
+    .await?;
+    Ok(Summary {
+        summary: reply.summary,
+        insights: reply.insights,
+        usage,
+        cost_usd,
+    })
+}

@@ -1,0 +1,50 @@
+//! Approvals of destructive tool calls: the record a worker stores in the
+//! `approvals` bucket while a call waits, and a person decides with
+//! `swarm approve <id>` or `swarm deny <id>`.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Where an approval request stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ApprovalStatus {
+    /// Waiting for a person.
+    Pending,
+    /// The call may run.
+    Approved,
+    /// The call must not run.
+    Denied,
+    /// No one answered in time: treated as denied.
+    Expired,
+}
+
+/// One tool call waiting for, or given, a decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRecord {
+    /// What `swarm approve <id>` names.
+    pub approval_id: String,
+    /// The swarm the call is for.
+    #[serde(default)]
+    pub swarm_id: Option<String>,
+    /// The task the call is for.
+    #[serde(default)]
+    pub task_id: Option<String>,
+    /// The tool.
+    pub tool: String,
+    /// Its arguments.
+    pub arguments: serde_json::Value,
+    /// The worker asking.
+    pub requested_by: String,
+    /// When it asked.
+    pub requested_at: DateTime<Utc>,
+    /// When an unanswered request counts as denied.
+    pub expires_at: DateTime<Utc>,
+    /// Where it stands.
+    pub status: ApprovalStatus,
+    /// Who decided.
+    #[serde(default)]
+    pub decided_by: Option<String>,
+    /// Why, if a reason was given.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
