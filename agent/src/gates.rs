@@ -2,7 +2,7 @@
 //! words a model can act on.
 //!
 //! A [`GateSpec`] is the serializable description (so gates can travel in a
-//! task assignment); [`GateSpec::build`] makes a [`Gate`]; a [`GateChain`]
+//! task assignment); [`BuildGate::build`] makes a [`Gate`]; a [`GateChain`]
 //! runs several and reports every verdict. The agent loop sends failures
 //! back to the model for correction (see `agent_loop`).
 //!
@@ -68,62 +68,7 @@ pub struct GateError {
     pub message: String,
 }
 
-/// A gate, described as data.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum GateSpec {
-    /// The output is JSON valid against `schema`.
-    JsonSchema {
-        /// The JSON schema.
-        schema: serde_json::Value,
-    },
-    /// The output matches `pattern` (or, with `forbid`, does not).
-    Regex {
-        /// A regular expression (Rust `regex` syntax).
-        pattern: String,
-        /// Fail when the pattern matches, instead of when it does not.
-        #[serde(default)]
-        forbid: bool,
-        /// Said in the reason, for people and the model.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        description: Option<String>,
-    },
-    /// The output's length, in characters, is within bounds.
-    Length {
-        /// The fewest characters.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        min_chars: Option<usize>,
-        /// The most characters.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        max_chars: Option<usize>,
-    },
-    /// The output is SQL that parses, and (with `schema`) names only
-    /// tables and columns that exist.
-    Sql {
-        /// `generic` (default), `postgresql`, `mysql`, `sqlite`, `mssql`, ...
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        dialect: Option<String>,
-        /// Table name to its column names.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        schema: Option<BTreeMap<String, Vec<String>>>,
-    },
-    /// An external command reads the output on stdin; exit 0 passes, any
-    /// other status fails with its stderr.
-    Command {
-        /// The program.
-        program: String,
-        /// Its arguments.
-        #[serde(default)]
-        args: Vec<String>,
-        /// Seconds before it is killed and the gate fails.
-        #[serde(default = "default_command_secs")]
-        timeout_secs: u64,
-    },
-}
-
-fn default_command_secs() -> u64 {
-    30
-}
+pub use swarm_common::gates::GateSpec;
 
 /// How gates are built on this process.
 #[derive(Debug, Clone, Default)]
@@ -136,24 +81,14 @@ pub struct GateOptions {
     pub command_dir: Option<std::path::PathBuf>,
 }
 
-impl GateSpec {
-    /// The gate's name: its kind, with the detail that tells two apart.
-    pub fn name(&self) -> String {
-        match self {
-            GateSpec::JsonSchema { .. } => "json_schema".to_string(),
-            GateSpec::Regex {
-                pattern, forbid, ..
-            } => {
-                format!("regex{}({pattern})", if *forbid { "_forbid" } else { "" })
-            }
-            GateSpec::Length { .. } => "length".to_string(),
-            GateSpec::Sql { .. } => "sql".to_string(),
-            GateSpec::Command { program, .. } => format!("command({program})"),
-        }
-    }
-
+/// Makes a [`Gate`] of its description.
+pub trait BuildGate {
     /// Builds the gate.
-    pub fn build(&self, options: &GateOptions) -> Result<Arc<dyn Gate>, GateError> {
+    fn build(&self, options: &GateOptions) -> Result<Arc<dyn Gate>, GateError>;
+}
+
+impl BuildGate for GateSpec {
+    fn build(&self, options: &GateOptions) -> Result<Arc<dyn Gate>, GateError> {
         let err = |message: String| GateError {
             gate: self.name(),
             message,

@@ -33,7 +33,7 @@ pub use agent_loop::{
     SyntheticTools, answer_feedback, run_agent, run_task,
 };
 pub use budget::Budget;
-pub use gates::{Gate, GateChain, GateCheck, GateSpec};
+pub use gates::{BuildGate, Gate, GateChain, GateCheck, GateSpec};
 pub use planner::offline_plan;
 pub use provider::{
     AnthropicProvider, OfflineProvider, OpenAiProvider, Provider, ProviderArgs, ProviderConfig,

@@ -197,6 +197,7 @@ pub fn offline_plan(mission: &str, tool_names: &[String]) -> SwarmDeploymentPlan
                 dependencies: deps,
                 priority: None,
                 max_result_bytes: None,
+                gates: Vec::new(),
             });
             id
         };

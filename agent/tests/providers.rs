@@ -380,7 +380,7 @@ fn request() -> CompletionRequest {
 #[tokio::test]
 async fn a_429_with_retry_after_is_honoured_then_succeeds() {
     let server = Server::start(vec![
-        Reply::Json(
+        Reply::json(
             429,
             vec![("retry-after", "1".into())],
             json!({"error": {"message": "Rate limit reached", "type": "requests"}}),
@@ -405,7 +405,7 @@ async fn a_429_with_retry_after_is_honoured_then_succeeds() {
 async fn a_retry_after_date_is_honoured_too() {
     let at = chrono::Utc::now() + chrono::Duration::seconds(2);
     let server = Server::start(vec![
-        Reply::Json(
+        Reply::json(
             503,
             vec![("retry-after", at.format("%a, %d %b %Y %H:%M:%S GMT").to_string())],
             json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
@@ -427,8 +427,8 @@ async fn a_retry_after_date_is_honoured_too() {
 #[tokio::test]
 async fn a_500_is_retried_then_succeeds() {
     let server = Server::start(vec![
-        Reply::Raw(500, "text/plain", "upstream exploded".into()),
-        Reply::Raw(502, "text/html", "<html>bad gateway</html>".into()),
+        Reply::raw(500, "text/plain", "upstream exploded"),
+        Reply::raw(502, "text/html", "<html>bad gateway</html>"),
         Reply::ok(openai_text("fine", 1, 1)),
     ])
     .await;
@@ -440,8 +440,8 @@ async fn a_500_is_retried_then_succeeds() {
 #[tokio::test]
 async fn retries_end_with_the_last_error() {
     let server = Server::start(vec![
-        Reply::Raw(500, "text/plain", "one".into()),
-        Reply::Raw(500, "text/plain", "two".into()),
+        Reply::raw(500, "text/plain", "one"),
+        Reply::raw(500, "text/plain", "two"),
     ])
     .await;
     let mut config = server.openai("m");
@@ -457,7 +457,7 @@ async fn retries_end_with_the_last_error() {
 
 #[tokio::test]
 async fn refusals_are_not_retried() {
-    let server = Server::start(vec![Reply::Json(
+    let server = Server::start(vec![Reply::json(
         401,
         vec![],
         json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}),
@@ -475,7 +475,7 @@ async fn refusals_are_not_retried() {
 #[tokio::test]
 async fn malformed_replies_are_clear_errors_not_panics() {
     let server = Server::start(vec![
-        Reply::Raw(200, "application/json", "{\"choices\": [".into()),
+        Reply::raw(200, "application/json", "{\"choices\": ["),
         Reply::ok(json!({"choices": [{"message": {"role": "assistant"}}], "usage": "lots"})),
         Reply::ok(json!({"id": "x", "object": "chat.completion"})),
     ])

@@ -602,9 +602,9 @@ async fn a_model_reviews_results_and_summarizes_the_mission() {
 #[tokio::test]
 async fn http_fetch_checks_every_redirect_hop() {
     let server = Server::start(vec![
-        Reply::Json(302, vec![("location", "/moved".into())], json!({})),
+        Reply::json(302, vec![("location", "/moved".into())], json!({})),
         Reply::ok(json!("here")),
-        Reply::Json(
+        Reply::json(
             302,
             vec![("location", "http://localhost:9/elsewhere".to_string())],
             json!({}),

@@ -31,7 +31,7 @@ use tracing::{info, warn};
 pub const SERVICE_NAME: &str = "boss";
 
 /// How a boss replica runs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct BossConfig {
     /// NATS connection.
     pub nats: NatsArgs,
@@ -45,6 +45,10 @@ pub struct BossConfig {
     pub drain_timeout: Duration,
     /// Copies of each stream and bucket.
     pub replicas: usize,
+    /// The model that plans missions; `None`: the offline planner.
+    pub planner: Option<Arc<dyn swarm_agent::provider::Provider>>,
+    /// The tools the workers offer, which plans may name.
+    pub tool_names: Vec<String>,
 }
 
 impl BossConfig {
@@ -57,8 +61,24 @@ impl BossConfig {
             limits: Limits::default(),
             drain_timeout: Duration::from_secs(10),
             replicas: 1,
+            planner: None,
+            tool_names: worker_tool_names(&swarm_agent::tools::ToolArgs::default()),
         }
     }
+}
+
+/// The tools a worker configured with `tool_args` offers: the built-ins,
+/// the optional ones switched on, `memory` and `sleep`.
+pub fn worker_tool_names(tool_args: &swarm_agent::tools::ToolArgs) -> Vec<String> {
+    let memory: Arc<dyn swarm_agent::tools::MemoryStore> =
+        Arc::new(swarm_agent::tools::InMemoryStore::new());
+    let mut names =
+        swarm_agent::tools::ToolRegistry::with_config(".", &tool_args.tools_config(Some(memory)))
+            .names();
+    names.push("sleep".into());
+    names.sort();
+    names.dedup();
+    names
 }
 
 async fn durable(
@@ -91,7 +111,6 @@ async fn durable(
 pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let client = config.nats.connect(&config.agent_id).await?;
     let infra = Infra::ensure(&client, config.replicas).await?;
-    let tool_names = swarm_agent::tools::ToolRegistry::builtin(".").names();
 
     let planner_consumer = durable(
         &infra,
@@ -119,7 +138,8 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
         infra: infra.clone(),
         limits: config.limits.clone(),
         agent_id: config.agent_id.clone(),
-        tool_names,
+        tool_names: config.tool_names.clone(),
+        provider: config.planner.clone(),
     });
     let reporter = Arc::new(reports::Reporter {
         infra: infra.clone(),

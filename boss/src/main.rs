@@ -11,6 +11,8 @@ use swarm_runtime::CommonArgs;
 struct Cli {
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    health: swarm_runtime::health::HealthArgs,
     /// Folder the HTML reports are written to.
     #[arg(long, env = "SWARM_REPORTS_DIR", default_value = "reports")]
     reports_dir: PathBuf,
@@ -23,12 +25,25 @@ struct Cli {
     /// Most tasks in one plan.
     #[arg(long, env = "SWARM_MAX_TASKS")]
     max_tasks: Option<usize>,
+    /// The model that plans missions (`offline`: the rule-based planner).
+    #[command(flatten)]
+    provider: swarm_agent::provider::ProviderArgs,
+    /// The optional tools the workers offer (same flags and variables as the workers'), so plans may name them.
+    #[command(flatten)]
+    tools: swarm_agent::tools::ToolArgs,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     swarm_runtime::telemetry::init(cli.common.log_format);
+    swarm_runtime::health::spawn(
+        &cli.health,
+        cli.common.nats.clone(),
+        "boss",
+        "boss-health".into(),
+    )
+    .await?;
     let mut config =
         swarm_boss::BossConfig::new(cli.common.nats.clone(), cli.common.agent_id("boss"));
     config.reports_dir = cli.reports_dir;
@@ -40,5 +55,10 @@ async fn main() -> anyhow::Result<()> {
     if let Some(n) = cli.max_tasks {
         config.limits.max_tasks = n;
     }
+    let provider = cli.provider.config_for_role("BOSS")?;
+    if provider.kind != swarm_agent::provider::ProviderKind::Offline {
+        config.planner = Some(provider.build()?);
+    }
+    config.tool_names = swarm_boss::worker_tool_names(&cli.tools);
     swarm_boss::run(config, swarm_runtime::shutdown::signal()).await
 }

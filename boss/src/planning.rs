@@ -26,8 +26,10 @@ pub struct Planner {
     pub limits: Limits,
     /// This boss's agent id.
     pub agent_id: String,
-    /// Tools the workers offer, for the offline planner.
+    /// Tools the workers offer, which plans may name.
     pub tool_names: Vec<String>,
+    /// The model that plans; `None`: the offline planner.
+    pub provider: Option<std::sync::Arc<dyn swarm_agent::provider::Provider>>,
 }
 
 impl Planner {
@@ -86,7 +88,23 @@ impl Planner {
                 }
                 p
             }
-            None => swarm_agent::planner::offline_plan(&request.mission, &self.tool_names),
+            None => match &self.provider {
+                Some(provider) => {
+                    match swarm_agent::planner::plan_with_provider(
+                        provider.as_ref(),
+                        &request.mission,
+                        &self.tool_names,
+                        &self.limits,
+                        3,
+                    )
+                    .await
+                    {
+                        Ok(plan) => plan,
+                        Err(e) => return self.fail(record, e).await,
+                    }
+                }
+                None => swarm_agent::planner::offline_plan(&request.mission, &self.tool_names),
+            },
         };
         if let Err(e) = validate_plan(&plan, &self.limits) {
             return self.fail(record, e).await;
@@ -100,6 +118,7 @@ impl Planner {
             mission_id: request.mission_id.clone(),
             plan: plan.clone(),
             limits: self.limits.clone(),
+            budget: request.budget(),
             accepted_at: record.accepted_at,
             deadline: record.accepted_at + max_execution,
         };

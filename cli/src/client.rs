@@ -14,7 +14,7 @@ use futures::StreamExt;
 use swarm_common::{
     Codec, Control, Envelope, ErrorMessage, FinalReport, ProgressUpdate, ResultSubmission,
     SwarmState,
-    approval::{ApprovalRecord, ApprovalStatus},
+    approval::{ApprovalRecord, ApprovalStatus, InputRecord},
     headers as h,
     mission::{MissionErrorReply, MissionRecord, MissionReply, MissionRequest},
     subjects::{self, Subject},
@@ -310,5 +310,42 @@ pub async fn decide(
         .with_context(|| {
             format!("approval {approval_id} changed meanwhile (decided or expired); look again")
         })?;
+    Ok(record)
+}
+
+/// Answers the question a task asked (compare-and-swap: answered once).
+pub async fn answer(
+    client: &Client,
+    swarm_id: &str,
+    task_id: &str,
+    text: &str,
+    by: &str,
+) -> anyhow::Result<InputRecord> {
+    if !subjects::is_token(swarm_id) || !subjects::is_token(task_id) {
+        bail!("{swarm_id:?}/{task_id:?} is not a swarm and task id");
+    }
+    let js = jetstream::new(client.clone());
+    let store = js
+        .get_key_value(subjects::INPUTS_BUCKET)
+        .await
+        .context("opening the inputs bucket")?;
+    let key = format!("{swarm_id}.{task_id}");
+    let Some(entry) = store.entry(&key).await.context("reading the question")? else {
+        bail!("task {task_id} of swarm {swarm_id} asked nothing");
+    };
+    let mut record: InputRecord = Codec::MsgPack
+        .decode(&entry.value)
+        .context("decoding the question")?;
+    if record.answer.is_some() {
+        bail!("task {task_id} was answered already: {:?}", record.question);
+    }
+    record.answer = Some(text.to_string());
+    record.answered_by = Some(by.to_string());
+    record.answered_at = Some(chrono::Utc::now());
+    let bytes = Bytes::from(Codec::MsgPack.encode(&record)?);
+    store
+        .update(&key, bytes, entry.revision)
+        .await
+        .context("the question changed meanwhile; look again")?;
     Ok(record)
 }

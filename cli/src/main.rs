@@ -94,6 +94,15 @@ enum Command {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// Answer the question a task asked (it waits, InputRequired, until you do).
+    Answer {
+        /// The swarm id.
+        swarm_id: String,
+        /// The task id.
+        task_id: String,
+        /// The answer.
+        text: String,
+    },
     /// Fetch a swarm's HTML report from the object store.
     Report {
         /// The swarm id.
@@ -272,6 +281,16 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             approval_id,
             reason,
         } => decide(&cli.nats, &approval_id, false, reason).await?,
+        Command::Answer {
+            swarm_id,
+            task_id,
+            text,
+        } => {
+            let nc = cli.nats.connect("swarm-cli").await?;
+            let by = std::env::var("USER").unwrap_or_else(|_| "swarm-cli".into());
+            let r = client::answer(&nc, &swarm_id, &task_id, &text, &by).await?;
+            println!("answered {}/{}: {:?}", swarm_id, task_id, r.question);
+        }
         Command::Cancel { swarm_id, reason } => {
             let nc = cli.nats.connect("swarm-cli").await?;
             client::cancel(&nc, &swarm_id, &reason).await?;

@@ -1,6 +1,7 @@
-//! Approvals of destructive tool calls: the record a worker stores in the
-//! `approvals` bucket while a call waits, and a person decides with
-//! `swarm approve <id>` or `swarm deny <id>`.
+//! Where agents wait for people: approvals of destructive tool calls (the
+//! record a worker stores in the `approvals` bucket while a call waits, which
+//! a person decides with `swarm approve <id>` or `swarm deny <id>`), and
+//! questions a task asks (`inputs` bucket, answered with `swarm answer`).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -47,4 +48,30 @@ pub struct ApprovalRecord {
     /// Why, if a reason was given.
     #[serde(default)]
     pub reason: Option<String>,
+}
+
+/// A question an agent asked a person, and the answer once given
+/// (`swarm answer <swarm> <task> "<text>"`), in the `inputs` bucket under
+/// `<swarm>.<task>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputRecord {
+    /// The swarm.
+    pub swarm_id: String,
+    /// The task that waits.
+    pub task_id: String,
+    /// What the agent asked.
+    pub question: String,
+    /// The worker asking.
+    pub asked_by: String,
+    /// When it asked.
+    pub asked_at: DateTime<Utc>,
+    /// The answer, once given.
+    #[serde(default)]
+    pub answer: Option<String>,
+    /// Who answered.
+    #[serde(default)]
+    pub answered_by: Option<String>,
+    /// When.
+    #[serde(default)]
+    pub answered_at: Option<DateTime<Utc>>,
 }

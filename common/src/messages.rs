@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::codec::{Codec, CodecError};
 use crate::error::{ErrorBody, ErrorCode};
+use crate::gates::GateSpec;
 use crate::limits::Limits;
 use crate::state::SwarmStatus;
 
@@ -108,7 +109,7 @@ pub fn default_pool() -> String {
 }
 
 /// One task of a plan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskDefinition {
     /// Unique within the plan; letters, digits, `-` and `_` only (it becomes a subject token).
     pub task_id: String,
@@ -128,10 +129,46 @@ pub struct TaskDefinition {
     /// A tighter result size limit for this task, checked by the manager's gate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_result_bytes: Option<usize>,
+    /// What the output must satisfy: checked by the worker (the model
+    /// corrects itself) and again by the manager's review.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<GateSpec>,
+}
+
+/// A mission's budget for model use; `None` is no limit.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MissionBudget {
+    /// Most tokens (input and output) the whole mission may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Most estimated cost in US dollars the whole mission may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
+}
+
+impl MissionBudget {
+    /// Why `tokens` and `cost_usd` spent are over budget, if they are.
+    pub fn exceeded(&self, tokens: u64, cost_usd: f64) -> Option<String> {
+        if let Some(max) = self.max_tokens
+            && tokens > max
+        {
+            return Some(format!(
+                "the mission's token budget is spent: {tokens} tokens used, {max} allowed"
+            ));
+        }
+        if let Some(max) = self.max_cost_usd
+            && cost_usd > max
+        {
+            return Some(format!(
+                "the mission's cost budget is spent: ${cost_usd:.4} used, ${max:.4} allowed"
+            ));
+        }
+        None
+    }
 }
 
 /// A team for a mission: the manager's directive, worker personas and tasks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SwarmDeploymentPlan {
     /// What the manager is told to achieve and how to judge it.
     #[serde(default)]
@@ -262,6 +299,9 @@ pub struct SwarmDeployment {
     /// The limits the mission was accepted with.
     #[serde(default)]
     pub limits: Limits,
+    /// The mission's budget for model use.
+    #[serde(default)]
+    pub budget: MissionBudget,
     /// When the boss accepted the mission.
     pub accepted_at: DateTime<Utc>,
     /// When the swarm must be done.
@@ -319,6 +359,18 @@ pub struct TaskAssignment {
     pub priority: u32,
     /// When the swarm must be done.
     pub deadline: DateTime<Utc>,
+    /// What the output must satisfy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<GateSpec>,
+    /// The mission's budget for model use.
+    #[serde(default)]
+    pub budget: MissionBudget,
+    /// Tokens the mission had used when this was assigned.
+    #[serde(default)]
+    pub spent_tokens: u64,
+    /// Estimated cost the mission had used when this was assigned.
+    #[serde(default)]
+    pub spent_cost_usd: f64,
 }
 
 impl Payload for TaskAssignment {

@@ -26,6 +26,12 @@ pub struct MissionRequest {
     /// How long the swarm may run, in seconds (for short missions; wins over minutes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_execution_seconds: Option<u32>,
+    /// Most tokens the mission may use (models of every role together).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Most estimated model cost, in US dollars, the mission may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
     /// An explicit plan, deployed as given with no planner.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<SwarmDeploymentPlan>,
@@ -42,6 +48,8 @@ impl MissionRequest {
             mission_id: None,
             max_execution_minutes: None,
             max_execution_seconds: None,
+            max_tokens: None,
+            max_cost_usd: None,
             plan: None,
             protocol_version: None,
         }
@@ -219,6 +227,20 @@ fn check_request(r: &MissionRequest, limits: &Limits) -> Result<(), ErrorBody> {
             ),
         ));
     }
+    if let Some(c) = r.max_cost_usd
+        && !(c.is_finite() && c > 0.0)
+    {
+        return Err(ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            "max_cost_usd must be a positive number",
+        ));
+    }
+    if r.max_tokens == Some(0) {
+        return Err(ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            "max_tokens must be positive",
+        ));
+    }
     if let Some(plan) = &r.plan {
         crate::validate::validate_plan(plan, limits)?;
     }
@@ -226,6 +248,14 @@ fn check_request(r: &MissionRequest, limits: &Limits) -> Result<(), ErrorBody> {
 }
 
 impl MissionRequest {
+    /// The mission's budget for model use.
+    pub fn budget(&self) -> crate::messages::MissionBudget {
+        crate::messages::MissionBudget {
+            max_tokens: self.max_tokens,
+            max_cost_usd: self.max_cost_usd,
+        }
+    }
+
     /// How long the swarm may run: seconds if given, else minutes, else `limits`.
     pub fn max_execution(&self, limits: &Limits) -> std::time::Duration {
         let secs = match (self.max_execution_seconds, self.max_execution_minutes) {

@@ -107,6 +107,9 @@ pub struct SwarmState {
     pub tasks: Vec<TaskState>,
     /// The limits in force.
     pub limits: Limits,
+    /// The mission's budget for model use.
+    #[serde(default)]
+    pub budget: crate::messages::MissionBudget,
     /// When the boss accepted the mission.
     pub accepted_at: DateTime<Utc>,
     /// When the manager took the deployment.

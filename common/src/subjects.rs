@@ -29,6 +29,8 @@ pub const SWARMS_BUCKET: &str = "swarms";
 pub const JOURNAL_BUCKET: &str = "journal";
 /// KV bucket of approval requests, one key per approval id.
 pub const APPROVALS_BUCKET: &str = "approvals";
+/// KV bucket of questions tasks ask people: `<swarm>.<task>`.
+pub const INPUTS_BUCKET: &str = "inputs";
 /// KV bucket of agent memory: `<namespace>.<key>`, the namespace a swarm id or `shared`.
 pub const MEMORY_BUCKET: &str = "memory";
 /// KV bucket of mission records, one key per swarm id.

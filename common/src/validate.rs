@@ -37,6 +37,7 @@ pub fn expand_tasks(plan: &SwarmDeploymentPlan) -> Vec<TaskDefinition> {
             dependencies: Vec::new(),
             priority: None,
             max_result_bytes: None,
+            gates: Vec::new(),
         })
         .collect()
 }
@@ -232,6 +233,7 @@ mod tests {
             dependencies: deps.iter().map(|d| d.to_string()).collect(),
             priority: None,
             max_result_bytes: None,
+            gates: Vec::new(),
         }
     }
 

@@ -69,6 +69,7 @@ fn task_definition() -> TaskDefinition {
         dependencies: vec!["t1".into()],
         priority: Some(3),
         max_result_bytes: Some(4096),
+        gates: Vec::new(),
     }
 }
 
@@ -85,6 +86,7 @@ fn plan() -> SwarmDeploymentPlan {
                 dependencies: vec![],
                 priority: Some(4),
                 max_result_bytes: Some(8192),
+                gates: Vec::new(),
             },
             task_definition(),
         ],
@@ -102,6 +104,13 @@ fn error_body() -> ErrorBody {
     .with_detail("path", "missing.txt")
 }
 
+fn budget() -> swarm_common::MissionBudget {
+    swarm_common::MissionBudget {
+        max_tokens: Some(50_000),
+        max_cost_usd: Some(1.5),
+    }
+}
+
 fn deployment() -> SwarmDeployment {
     SwarmDeployment {
         mission: "1. read notes.txt\n2. count the words".into(),
@@ -111,6 +120,7 @@ fn deployment() -> SwarmDeployment {
             max_steps: 5,
             ..Limits::default()
         },
+        budget: budget(),
         accepted_at: at("2025-03-01T12:00:00Z"),
         deadline: at("2025-03-01T13:00:00Z"),
     }
@@ -135,6 +145,13 @@ fn assignment() -> TaskAssignment {
         max_result_bytes: 65536,
         priority: 3,
         deadline: at("2025-03-01T13:00:00Z"),
+        gates: vec![swarm_common::gates::GateSpec::Length {
+            min_chars: Some(1),
+            max_chars: Some(200),
+        }],
+        budget: budget(),
+        spent_tokens: 1234,
+        spent_cost_usd: 0.25,
     }
 }
 
@@ -270,6 +287,7 @@ fn swarm_state() -> SwarmState {
             }],
         }],
         limits: Limits::default(),
+        budget: budget(),
         accepted_at: at("2025-03-01T12:00:00Z"),
         started_at: at("2025-03-01T12:00:01Z"),
         deadline: at("2025-03-01T13:00:00Z"),
@@ -288,6 +306,8 @@ fn mission_request() -> MissionRequest {
         mission_id: Some("mission-42".into()),
         max_execution_minutes: Some(30),
         max_execution_seconds: Some(90),
+        max_tokens: Some(50_000),
+        max_cost_usd: Some(1.5),
         plan: Some(plan()),
         protocol_version: Some("1.0".into()),
     }

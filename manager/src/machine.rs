@@ -24,6 +24,9 @@ pub enum Event {
         seq: u64,
         /// The submission.
         submission: ResultSubmission,
+        /// Verdicts of the checks that need I/O, made before the event is
+        /// applied: the task's own gates and the model reviewer, if any.
+        review: Vec<GateVerdict>,
     },
     /// A worker could not process a task at all.
     TaskError {
@@ -86,6 +89,7 @@ pub fn deploy(
         planner: d.plan.planner.clone(),
         tasks: Vec::new(),
         limits: d.limits.clone(),
+        budget: d.budget.clone(),
         accepted_at: d.accepted_at,
         started_at: now,
         deadline: d.deadline,
@@ -160,7 +164,8 @@ pub fn apply(state: &mut SwarmState, seq: u64, event: Event, now: DateTime<Utc>)
         Event::Result {
             seq: rseq,
             submission,
-        } => on_result(state, rseq, submission, now, &mut commands),
+            review,
+        } => on_result(state, rseq, submission, review, now, &mut commands),
         Event::TaskError {
             task_id,
             attempt,
@@ -196,6 +201,16 @@ pub fn apply(state: &mut SwarmState, seq: u64, event: Event, now: DateTime<Utc>)
         };
     }
     state.last_event_seq = state.last_event_seq.max(seq);
+    if !state.status.is_terminal()
+        && let Some(why) = state
+            .budget
+            .exceeded(tokens_spent(state), cost_spent(state))
+    {
+        end_early(state, SwarmStatus::Failed, why.clone(), now);
+        state.cancel_reason = Some(why);
+        commands.retain(|c| matches!(c, Command::Finalize));
+        commands.push(Command::Finalize);
+    }
     finish_if_done(state, now, &mut commands);
     Applied { changed, commands }
 }
@@ -268,6 +283,7 @@ fn on_result(
     state: &mut SwarmState,
     seq: u64,
     sub: ResultSubmission,
+    review: Vec<GateVerdict>,
     now: DateTime<Utc>,
     commands: &mut Vec<Command>,
 ) -> bool {
@@ -285,6 +301,13 @@ fn on_result(
     }
     task.started_at = Some(sub.started_at);
     task.worker_id = Some(sub.worker_id.clone());
+    // What the models cost counts whether or not the result is accepted.
+    for key in ["input_tokens", "output_tokens", "cost_usd"] {
+        if let Some(v) = sub.metrics.get(key).filter(|v| v.is_finite() && **v > 0.0) {
+            *state.metrics.entry(key.to_string()).or_insert(0.0) += v;
+        }
+    }
+    let task = &mut state.tasks[i];
     if let Some(d) = sub.metrics.get("deliveries") {
         task.redeliveries += (*d as u32).saturating_sub(1);
     }
@@ -297,7 +320,11 @@ fn on_result(
         });
         return fail_or_retry(state, i, error, max_attempts, now, commands);
     }
-    let verdicts = review(&sub, task, max_result);
+    let mut verdicts = self::review(&sub, task, max_result);
+    verdicts.extend(review.into_iter().map(|mut v| {
+        v.revision = sub.revision;
+        v
+    }));
     let failures: Vec<String> = verdicts
         .iter()
         .filter(|v| !v.passed)
@@ -504,8 +531,23 @@ fn assignment(state: &SwarmState, t: &TaskState) -> Command {
             max_result_bytes,
             priority: t.priority,
             deadline: state.deadline,
+            gates: t.definition.gates.clone(),
+            budget: state.budget.clone(),
+            spent_tokens: tokens_spent(state),
+            spent_cost_usd: cost_spent(state),
         }),
     }
+}
+
+/// Tokens the swarm's models have used so far.
+pub fn tokens_spent(state: &SwarmState) -> u64 {
+    let m = |k: &str| state.metrics.get(k).copied().unwrap_or(0.0);
+    (m("input_tokens") + m("output_tokens")) as u64
+}
+
+/// Estimated model cost the swarm has used so far, in US dollars.
+pub fn cost_spent(state: &SwarmState) -> f64 {
+    state.metrics.get("cost_usd").copied().unwrap_or(0.0)
 }
 
 fn index_of(state: &SwarmState, task_id: &str) -> Option<usize> {

@@ -19,6 +19,12 @@ struct Cli {
     /// Seconds the server waits for an event's ack before redelivering it.
     #[arg(long, env = "SWARM_MANAGER_ACK_WAIT", default_value_t = 10)]
     ack_wait: u64,
+    /// The model that reviews results and summarises reports (`offline`: rule-based review only).
+    #[command(flatten)]
+    provider: swarm_agent::provider::ProviderArgs,
+    /// Let tasks' `command` gates run programs on this host.
+    #[arg(long, env = "SWARM_ALLOW_COMMAND_GATES")]
+    allow_command_gates: bool,
 }
 
 #[tokio::main]
@@ -37,5 +43,13 @@ async fn main() -> anyhow::Result<()> {
     config.drain_timeout = cli.common.drain_timeout();
     config.replicas = cli.replicas;
     config.ack_wait = Duration::from_secs(cli.ack_wait);
+    let provider = cli.provider.config_for_role("MANAGER")?;
+    if provider.kind != swarm_agent::provider::ProviderKind::Offline {
+        config.reviewer = Some(provider.build()?);
+    }
+    config.gate_options = swarm_agent::gates::GateOptions {
+        allow_commands: cli.allow_command_gates,
+        command_dir: None,
+    };
     swarm_manager::run(config, swarm_runtime::shutdown::signal()).await
 }

@@ -36,9 +36,12 @@ use tokio::task::JoinSet;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use crate::machine::{self, Command, Event};
+use swarm_agent::gates::{GateChain, GateOptions};
+use swarm_agent::provider::Provider;
+use swarm_agent::review::{ReviewRequest, review_with_provider, summarize_with_provider};
 
 /// How a manager replica runs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ManagerConfig {
     /// NATS connection.
     pub nats: NatsArgs,
@@ -50,6 +53,11 @@ pub struct ManagerConfig {
     pub replicas: usize,
     /// How long the server waits for an ack before redelivering an event.
     pub ack_wait: Duration,
+    /// The model that reviews results and summarises reports; `None`: the
+    /// rule-based review and the deterministic summary only.
+    pub reviewer: Option<Arc<dyn Provider>>,
+    /// How the tasks' gates are built here.
+    pub gate_options: GateOptions,
 }
 
 impl ManagerConfig {
@@ -61,11 +69,15 @@ impl ManagerConfig {
             drain_timeout: Duration::from_secs(10),
             replicas: 1,
             ack_wait: Duration::from_secs(10),
+            reviewer: None,
+            gate_options: GateOptions::default(),
         }
     }
 }
 
 struct Ctx {
+    reviewer: Option<Arc<dyn Provider>>,
+    gate_options: GateOptions,
     /// Deadlines of the running swarms this replica has seen, for the sweeper.
     deadlines: std::sync::Mutex<HashMap<String, chrono::DateTime<Utc>>>,
     infra: Infra,
@@ -107,6 +119,8 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
         .await
         .context("pulling manager events")?;
     let ctx = Arc::new(Ctx {
+        reviewer: config.reviewer.clone(),
+        gate_options: config.gate_options.clone(),
         deadlines: Default::default(),
         infra,
         a2ap,
@@ -321,6 +335,7 @@ fn decode(swarm_id: &str, msg: &jetstream::Message) -> Result<Incoming, ErrorBod
             Ok(Incoming::Event(Event::Result {
                 seq,
                 submission: env.body,
+                review: Vec::new(),
             }))
         }
         Some(Subject::Error { .. }) => {
@@ -459,6 +474,7 @@ async fn handle_batch(
         });
     }
     if !items.is_empty() {
+        review_results(ctx, swarm_id, cache, &mut items).await;
         let settled = apply_batch(ctx, swarm_id, cache, &items).await;
         for (item, outcome) in items.iter().zip(settled) {
             outcomes[item.index] = Some(outcome);
@@ -468,6 +484,93 @@ async fn handle_batch(
         .into_iter()
         .map(|o| o.unwrap_or_else(|| Err(Failure::Retry(anyhow::anyhow!("event left unsettled")))))
         .collect()
+}
+
+/// Runs the checks that need I/O on each result before it is applied: the
+/// task's gates, then the model reviewer (only for a result every other check
+/// passed, so no model is paid to read an empty answer). Done once per batch,
+/// outside the compare-and-swap loop, so a lost race does not pay twice.
+async fn review_results(ctx: &Ctx, swarm_id: &str, cache: &mut Option<Cached>, items: &mut [Item]) {
+    let wanted = items
+        .iter()
+        .any(|i| matches!(i.incoming, Incoming::Event(Event::Result { .. })));
+    if !wanted {
+        return;
+    }
+    if cache.is_none() {
+        match load(ctx, swarm_id).await {
+            Ok(c) => *cache = c,
+            Err(_) => return,
+        }
+    }
+    let Some(state) = cache.as_ref().map(|c| &c.state) else {
+        return;
+    };
+    for item in items.iter_mut() {
+        let Incoming::Event(Event::Result {
+            submission, review, ..
+        }) = &mut item.incoming
+        else {
+            continue;
+        };
+        let Some(task) = state.task(&submission.task_id) else {
+            continue;
+        };
+        let current = !task.status.is_terminal()
+            && task.attempt == submission.attempt
+            && task.revision == submission.revision;
+        if !current || submission.status != swarm_common::TaskStatus::Completed {
+            continue;
+        }
+        let verdict = |gate: String, passed: bool, reason: String| swarm_common::GateVerdict {
+            gate,
+            passed,
+            reason,
+            revision: submission.revision,
+        };
+        if !task.definition.gates.is_empty() {
+            let chain = GateChain::from_specs(&task.definition.gates, &ctx.gate_options);
+            for (name, check) in chain.check(&submission.result).await {
+                review.push(verdict(name, check.passed, check.reason));
+            }
+        }
+        let rules_pass = machine::review(submission, task, state.limits.max_result_bytes)
+            .iter()
+            .all(|v| v.passed);
+        let Some(reviewer) = &ctx.reviewer else {
+            continue;
+        };
+        if !rules_pass || review.iter().any(|v| !v.passed) {
+            continue;
+        }
+        let request = ReviewRequest {
+            directive: state.manager_directive.clone(),
+            task_title: task.definition.title.clone(),
+            task_description: task.definition.description.clone(),
+            result: submission.result.clone(),
+            criteria: task.definition.gates.iter().map(|g| g.name()).collect(),
+        };
+        match review_with_provider(reviewer.as_ref(), &request).await {
+            Ok(v) => {
+                let m = &mut submission.metrics;
+                *m.entry("input_tokens".into()).or_insert(0.0) += v.usage.input_tokens as f64;
+                *m.entry("output_tokens".into()).or_insert(0.0) += v.usage.output_tokens as f64;
+                *m.entry("cost_usd".into()).or_insert(0.0) += v.cost_usd;
+                info!(task_id = %task.definition.task_id, approved = v.approved, "model review");
+                review.push(verdict("model_review".into(), v.approved, v.feedback));
+            }
+            Err(e) => {
+                // A reviewer that cannot answer does not block the swarm: the
+                // rule-based review stands, and the report says so.
+                warn!(task_id = %task.definition.task_id, error = %e.message, "model review failed; the rule-based review stands");
+                review.push(verdict(
+                    "model_review".into(),
+                    true,
+                    format!("not reviewed by the model: {}", e.message),
+                ));
+            }
+        }
+    }
 }
 
 /// The compare-and-swap loop of a batch: a lost race means another replica
@@ -648,7 +751,25 @@ async fn publish_report(ctx: &Ctx, cache: &mut Option<Cached>) -> anyhow::Result
             results.insert(t.definition.task_id.clone(), env.body.result);
         }
     }
-    let report: FinalReport = crate::report::build(state, &results, ctx.report_budget, Utc::now());
+    let mut report: FinalReport =
+        crate::report::build(state, &results, ctx.report_budget, Utc::now());
+    if let Some(reviewer) = &ctx.reviewer {
+        match summarize_with_provider(reviewer.as_ref(), &report.mission, &report.task_results)
+            .await
+        {
+            Ok(s) => {
+                report.summary = s.summary;
+                report.insights = s.insights;
+                let m = &mut report.metrics;
+                *m.entry("input_tokens".into()).or_insert(0.0) += s.usage.input_tokens as f64;
+                *m.entry("output_tokens".into()).or_insert(0.0) += s.usage.output_tokens as f64;
+                *m.entry("cost_usd".into()).or_insert(0.0) += s.cost_usd;
+            }
+            Err(e) => {
+                warn!(error = %e.message, "the model could not summarise; the deterministic summary stands")
+            }
+        }
+    }
     let swarm_id = state.swarm_id.clone();
     let env = Envelope::new(
         ctx.agent_id.as_str(),

@@ -22,6 +22,7 @@ fn task(id: &str, deps: &[&str]) -> TaskDefinition {
         dependencies: deps.iter().map(|d| d.to_string()).collect(),
         priority: None,
         max_result_bytes: None,
+        gates: Vec::new(),
     }
 }
 
@@ -44,6 +45,7 @@ fn deployment(tasks: Vec<TaskDefinition>) -> SwarmDeployment {
             planner: "test".into(),
         },
         limits: Limits::default(),
+        budget: Default::default(),
         accepted_at: now(),
         deadline: now() + chrono::Duration::hours(1),
     }
@@ -80,7 +82,16 @@ fn result(task_id: &str, attempt: u32, revision: u32, text: &str) -> ResultSubmi
 }
 
 fn submit(state: &mut SwarmState, seq: u64, r: ResultSubmission) -> machine::Applied {
-    machine::apply(state, seq, Event::Result { seq, submission: r }, now())
+    machine::apply(
+        state,
+        seq,
+        Event::Result {
+            seq,
+            submission: r,
+            review: vec![],
+        },
+        now(),
+    )
 }
 
 fn status(state: &SwarmState, id: &str) -> TaskStatus {
@@ -317,4 +328,63 @@ fn the_report_shortens_results_to_fit_its_budget() {
     assert!(!b.result_truncated && b.result == "short");
     assert_eq!(r.metrics["tasks_completed"], 2.0);
     assert!(r.summary.contains("2 of 2"), "{}", r.summary);
+}
+
+#[test]
+fn a_model_reviewer_rejection_becomes_a_revision_with_its_feedback() {
+    let (mut s, _) = machine::deploy("s1", &deployment(vec![task("a", &[])]), 1, now());
+    let verdict = swarm_common::GateVerdict {
+        gate: "model_review".into(),
+        passed: false,
+        reason: "cite the file you counted".into(),
+        revision: 0,
+    };
+    let out = machine::apply(
+        &mut s,
+        2,
+        Event::Result {
+            seq: 2,
+            submission: result("a", 1, 0, "12 words"),
+            review: vec![verdict],
+        },
+        now(),
+    );
+    assert_eq!(assigned(&out.commands), vec![("a".into(), 1, 1)]);
+    match &out.commands[0] {
+        Command::Assign { assignment, .. } => assert_eq!(
+            assignment.feedback,
+            vec!["cite the file you counted".to_string()]
+        ),
+        Command::Finalize => unreachable!(),
+    }
+    let a = s.task("a").unwrap();
+    assert!(
+        a.gate_verdicts
+            .iter()
+            .any(|v| v.gate == "model_review" && !v.passed)
+    );
+}
+
+#[test]
+fn a_spent_budget_ends_the_mission_failed_with_the_reason() {
+    let mut d = deployment(vec![task("a", &[]), task("b", &[])]);
+    d.budget.max_tokens = Some(1000);
+    let (mut s, cmds) = machine::deploy("s1", &d, 1, now());
+    match &cmds[0] {
+        Command::Assign { assignment, .. } => assert_eq!(assignment.budget.max_tokens, Some(1000)),
+        Command::Finalize => unreachable!(),
+    }
+    let mut r = result("a", 1, 0, "A");
+    r.metrics.insert("input_tokens".into(), 900.0);
+    r.metrics.insert("output_tokens".into(), 200.0);
+    let out = submit(&mut s, 2, r);
+    assert_eq!(out.commands, vec![Command::Finalize]);
+    assert_eq!(s.status, SwarmStatus::Failed);
+    let why = s.cancel_reason.as_deref().unwrap();
+    assert!(
+        why.contains("token budget") && why.contains("1100"),
+        "{why}"
+    );
+    assert_eq!(status(&s, "b"), TaskStatus::Cancelled);
+    assert_eq!(machine::tokens_spent(&s), 1100);
 }

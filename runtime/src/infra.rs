@@ -33,6 +33,8 @@ pub struct Infra {
     pub approvals: kv::Store,
     /// What agents remember, per swarm and shared.
     pub memory: kv::Store,
+    /// Questions tasks ask people, and their answers.
+    pub inputs: kv::Store,
 }
 
 fn setup_err(what: &str, e: impl std::fmt::Display) -> RuntimeError {
@@ -197,6 +199,19 @@ impl Infra {
             },
         )
         .await?;
+        let inputs = ensure_kv(
+            &js,
+            kv::Config {
+                bucket: subjects::INPUTS_BUCKET.into(),
+                description: "Questions tasks ask people, by <swarm>.<task>".into(),
+                history: 1,
+                storage: stream::StorageType::File,
+                num_replicas: replicas,
+                max_age: Duration::from_secs(30 * 24 * 3600),
+                ..Default::default()
+            },
+        )
+        .await?;
         let reports = match js.get_object_store(subjects::REPORTS_BUCKET).await {
             Ok(store) => store,
             Err(_) => {
@@ -224,6 +239,7 @@ impl Infra {
             journal,
             approvals,
             memory,
+            inputs,
         })
     }
 

@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use swarm_agent::provider::{CompletionRequest, CompletionResponse, Provider, ProviderError};
-use swarm_agent::tools::{Tool, ToolError, ToolRegistry, ToolSpec};
+use swarm_agent::tools::{Tool, ToolContext, ToolError, ToolRegistry, ToolSpec};
 use swarm_common::Codec;
 use tokio::sync::Mutex;
 use tracing::{debug, warn};
@@ -49,16 +49,18 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// Opens the journal of `(swarm, task, attempt, revision)`, loading what
-    /// an earlier delivery recorded.
+    /// Opens the journal of `(swarm, task, attempt, revision)` and of the
+    /// `round`-th answer to the task's questions (0 before any), loading
+    /// what an earlier delivery recorded.
     pub async fn open(
         kv: kv::Store,
         swarm_id: &str,
         task_id: &str,
         attempt: u32,
         revision: u32,
+        round: u32,
     ) -> anyhow::Result<Arc<Journal>> {
-        let prefix = format!("{swarm_id}.{task_id}.a{attempt}.r{revision}");
+        let prefix = format!("{swarm_id}.{task_id}.a{attempt}.r{revision}.i{round}");
         let mut earlier = std::collections::VecDeque::new();
         loop {
             let key = format!("{prefix}.s{}", earlier.len() + 1);
@@ -135,6 +137,10 @@ impl Provider for JournaledProvider {
         self.inner.name()
     }
 
+    fn cost_usd(&self, usage: swarm_agent::provider::Usage) -> f64 {
+        self.inner.cost_usd(usage)
+    }
+
     async fn complete(
         &self,
         request: CompletionRequest,
@@ -166,12 +172,20 @@ impl Tool for JournaledTool {
     }
 
     async fn call(&self, arguments: serde_json::Value) -> Result<String, ToolError> {
+        self.call_in(&ToolContext::default(), arguments).await
+    }
+
+    async fn call_in(
+        &self,
+        ctx: &ToolContext,
+        arguments: serde_json::Value,
+    ) -> Result<String, ToolError> {
         let name = self.inner.spec().name;
         let same = |e: &Entry| matches!(e, Entry::Tool { name: n, arguments: a, .. } if *n == name && *a == arguments);
         if let Some(Entry::Tool { output, .. }) = self.journal.replay(same).await {
             return output.map_err(ToolError::Failed);
         }
-        let output = self.inner.call(arguments.clone()).await;
+        let output = self.inner.call_in(ctx, arguments.clone()).await;
         let entry = Entry::Tool {
             name,
             arguments,

@@ -24,13 +24,19 @@ use async_nats::jetstream::{
 use chrono::Utc;
 use futures::StreamExt;
 use swarm_agent::{
-    agent_loop::{AgentOutcome, AgentTask, ContextItem, run_task},
-    provider::{OfflineProvider, Provider},
-    tools::{ToolRegistry, typed},
+    Budget,
+    agent_loop::{
+        AgentEvent, AgentOutcome, AgentTask, ContextItem, RunOptions, SyntheticTools,
+        answer_feedback, run_agent,
+    },
+    gates::GateOptions,
+    provider::{Provider, ProviderConfig},
+    tools::{MemoryStore, ToolArgs, ToolRegistry, typed},
 };
 use swarm_common::{
     Control, Envelope, ErrorBody, ErrorCode, ErrorMessage, ProgressUpdate, ResultSubmission,
-    StepRecord, TaskAssignment, TaskStatus,
+    TaskAssignment, TaskStatus,
+    approval::InputRecord,
     subjects::{self, Subject},
 };
 use swarm_runtime::{Infra, NatsArgs, wire};
@@ -39,7 +45,7 @@ use tokio::task::JoinSet;
 use tracing::{Instrument, info, info_span, warn};
 
 /// How a worker replica runs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct WorkerConfig {
     /// NATS connection.
     pub nats: NatsArgs,
@@ -59,6 +65,12 @@ pub struct WorkerConfig {
     pub ack_wait: Duration,
     /// The longest one task may run (start to close) before it fails with a timeout.
     pub task_timeout: Duration,
+    /// The model the agent loop talks to.
+    pub provider: ProviderConfig,
+    /// Which optional tools are on (write, fetch, shell) and whether command gates may run.
+    pub tool_args: ToolArgs,
+    /// How long a destructive tool call waits for a person's approval.
+    pub approval_wait: Duration,
 }
 
 impl WorkerConfig {
@@ -74,6 +86,9 @@ impl WorkerConfig {
             replicas: 1,
             ack_wait: Duration::from_secs(30),
             task_timeout: Duration::from_secs(600),
+            provider: ProviderConfig::offline(),
+            tool_args: ToolArgs::default(),
+            approval_wait: Duration::from_secs(600),
         }
     }
 }
@@ -84,6 +99,7 @@ struct Ctx {
     agent_id: String,
     tools: ToolRegistry,
     provider: Arc<dyn Provider>,
+    gate_options: GateOptions,
     ack_wait: Duration,
     task_timeout: Duration,
     /// Per swarm, a flag its running tasks watch; set when the swarm is cancelled.
@@ -169,15 +185,28 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
         .await
         .context("pulling assignments")?;
     let ctx = Arc::new(Ctx {
-        infra,
+        infra: infra.clone(),
         a2ap,
         agent_id: config.agent_id.clone(),
         tools: {
-            let mut tools = ToolRegistry::builtin(root.clone());
+            let memory: Arc<dyn MemoryStore> =
+                Arc::new(memory::KvMemory::new(infra.memory.clone()));
+            let approver = approvals::NatsApprover::new(
+                infra.approvals.clone(),
+                infra.js.clone(),
+                config.agent_id.clone(),
+                config.approval_wait,
+            );
+            let mut tools = ToolRegistry::with_config(
+                root.clone(),
+                &config.tool_args.tools_config(Some(memory)),
+            )
+            .with_approver(Arc::new(approver));
             tools.register(typed(tools::Sleep));
             tools
         },
-        provider: Arc::new(OfflineProvider::new()),
+        provider: config.provider.build().context("building the provider")?,
+        gate_options: config.tool_args.gate_options(&root),
         ack_wait: config.ack_wait,
         task_timeout: config.task_timeout,
         cancels: Default::default(),
@@ -461,6 +490,121 @@ async fn context_items(ctx: &Ctx, a: &TaskAssignment) -> anyhow::Result<Vec<Cont
     Ok(items)
 }
 
+/// Runs the agent loop through the step journal, and through as many rounds
+/// as the task has questions for a person: a question parks the task
+/// (`InputRequired`) until `swarm answer` gives the answer, which goes back
+/// to the model in the next round.
+async fn run_rounds(
+    ctx: &Ctx,
+    env: &Envelope<TaskAssignment>,
+    mut task: AgentTask,
+    events: &mpsc::UnboundedSender<AgentEvent>,
+) -> anyhow::Result<AgentOutcome> {
+    let a = &env.body;
+    let mut round = 0;
+    loop {
+        let journal = journal::Journal::open(
+            ctx.infra.journal.clone(),
+            &env.swarm_id,
+            &a.task_id,
+            a.attempt,
+            a.revision,
+            round,
+        )
+        .await
+        .context("opening the step journal")?;
+        let provider = journal::JournaledProvider::new(ctx.provider.clone(), journal.clone());
+        let tools = journal::journaled_tools(&ctx.tools, &journal);
+        let options = RunOptions {
+            budget: Budget {
+                max_tokens: a.budget.max_tokens,
+                max_cost_usd: a.budget.max_cost_usd,
+                spent_tokens: a.spent_tokens,
+                spent_cost_usd: a.spent_cost_usd,
+            },
+            gates: a.gates.clone(),
+            gate_options: ctx.gate_options.clone(),
+            revision: a.revision,
+            swarm_id: Some(env.swarm_id.clone()),
+            synthetic: SyntheticTools {
+                request_input: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let run = run_agent(&provider, &tools, &task, &options, Some(events)).await;
+        let mut outcome = run.outcome;
+        outcome
+            .metrics
+            .insert("journal_replayed".into(), journal.replayed() as f64);
+        outcome
+            .metrics
+            .insert("journal_recorded".into(), journal.recorded() as f64);
+        let question = match (outcome.status, run.question) {
+            (TaskStatus::InputRequired, Some(q)) => q,
+            _ => return Ok(outcome),
+        };
+        progress(
+            ctx,
+            env,
+            TaskStatus::InputRequired,
+            50,
+            format!(
+                "question for a person: {question} (answer with: swarm answer {} {} \"...\")",
+                env.swarm_id, a.task_id
+            ),
+            vec![],
+        )
+        .await;
+        let answer = wait_for_answer(ctx, &env.swarm_id, &a.task_id, &question).await?;
+        info!(swarm_id = %env.swarm_id, task_id = %a.task_id, "question answered; going on");
+        task.feedback.push(answer_feedback(&question, &answer));
+        round += 1;
+    }
+}
+
+/// Stores the task's question in the `inputs` bucket and waits for its answer.
+async fn wait_for_answer(
+    ctx: &Ctx,
+    swarm_id: &str,
+    task_id: &str,
+    question: &str,
+) -> anyhow::Result<String> {
+    let key = format!("{swarm_id}.{task_id}");
+    let record = InputRecord {
+        swarm_id: swarm_id.to_string(),
+        task_id: task_id.to_string(),
+        question: question.to_string(),
+        asked_by: ctx.agent_id.clone(),
+        asked_at: Utc::now(),
+        answer: None,
+        answered_by: None,
+        answered_at: None,
+    };
+    let bytes = bytes::Bytes::from(swarm_common::Codec::MsgPack.encode(&record)?);
+    ctx.infra
+        .inputs
+        .put(&key, bytes)
+        .await
+        .context("storing the question")?;
+    let mut watch = ctx
+        .infra
+        .inputs
+        .watch_with_history(&key)
+        .await
+        .context("waiting for the answer")?;
+    while let Some(entry) = watch.next().await {
+        let entry = entry.context("waiting for the answer")?;
+        if let Ok(r) = swarm_common::Codec::MsgPack.decode::<InputRecord>(&entry.value)
+            && r.question == question
+            && let Some(answer) = r.answer
+        {
+            return Ok(answer);
+        }
+    }
+    anyhow::bail!("the wait for an answer ended without one")
+}
+
 async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyhow::Result<()> {
     let a = &env.body;
     let started_at = Utc::now();
@@ -501,58 +645,51 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
             max_steps: a.max_steps,
             max_result_bytes: a.max_result_bytes,
         };
-        let (tx, mut rx) = mpsc::unbounded_channel::<StepRecord>();
+        let (tx, mut rx) = mpsc::unbounded_channel::<AgentEvent>();
         let forward = async {
-            while let Some(step) = rx.recv().await {
-                let pct = (step.step * 90 / a.max_steps.max(1)).min(95) as u8;
-                let what = match &step.tool {
-                    Some(tool) => format!("step {}: called {tool}", step.step),
-                    None => format!("step {}: answered", step.step),
+            while let Some(event) = rx.recv().await {
+                let (pct, what, metrics) = match event {
+                    AgentEvent::Step(step) => {
+                        let pct = (step.step * 90 / a.max_steps.max(1)).min(95) as u8;
+                        let what = match &step.tool {
+                            Some(tool) => format!("step {}: called {tool}", step.step),
+                            None => format!("step {}: answered", step.step),
+                        };
+                        (pct, what, vec![("step", f64::from(step.step))])
+                    }
+                    AgentEvent::Progress {
+                        message,
+                        percentage,
+                    } => (percentage.unwrap_or(50).min(99), message, vec![]),
+                    AgentEvent::Gate(v) => (
+                        90,
+                        if v.passed {
+                            format!("gate {} passed", v.gate)
+                        } else {
+                            format!("gate {} failed: {}", v.gate, v.reason)
+                        },
+                        vec![],
+                    ),
                 };
-                progress(
-                    ctx,
-                    env,
-                    TaskStatus::InProgress,
-                    pct,
-                    what,
-                    vec![("step", f64::from(step.step))],
-                )
-                .await;
+                progress(ctx, env, TaskStatus::InProgress, pct, what, metrics).await;
             }
         };
-        let journal = journal::Journal::open(
-            ctx.infra.journal.clone(),
-            &env.swarm_id,
-            &a.task_id,
-            a.attempt,
-            a.revision,
-        )
-        .await
-        .context("opening the step journal")?;
-        let provider = journal::JournaledProvider::new(ctx.provider.clone(), journal.clone());
-        let tools = journal::journaled_tools(&ctx.tools, &journal);
         let run = async {
-            let outcome = tokio::time::timeout(
-                ctx.task_timeout,
-                run_task(&provider, &tools, &task, Some(&tx)),
-            )
-            .await;
+            let outcome =
+                tokio::time::timeout(ctx.task_timeout, run_rounds(ctx, env, task, &tx)).await;
             drop(tx);
-            outcome.map(|mut o| {
-                o.metrics
-                    .insert("journal_replayed".into(), journal.replayed() as f64);
-                o.metrics
-                    .insert("journal_recorded".into(), journal.recorded() as f64);
-                o
-            })
+            outcome
         };
         let both = async { tokio::join!(run, forward).0 };
         // A cancel stops the agent where it is: its future is dropped.
         tokio::select! {
-            outcome = both => Some(outcome.unwrap_or_else(|_| failed(
-                ErrorCode::Timeout,
-                format!("the task ran longer than the worker's limit of {:?}", ctx.task_timeout),
-            ))),
+            outcome = both => Some(match outcome {
+                Ok(result) => result?,
+                Err(_) => failed(
+                    ErrorCode::Timeout,
+                    format!("the task ran longer than the worker's limit of {:?}", ctx.task_timeout),
+                ),
+            }),
             Ok(_) = cancel.wait_for(|c| *c) => None,
         }
     };

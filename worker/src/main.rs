@@ -32,6 +32,15 @@ struct Cli {
     /// Seconds one task may run before it fails with a timeout.
     #[arg(long, env = "SWARM_TASK_TIMEOUT", default_value_t = 600)]
     task_timeout: u64,
+    /// Seconds a destructive tool call waits for `swarm approve` before it counts as denied.
+    #[arg(long, env = "SWARM_APPROVAL_WAIT", default_value_t = 600)]
+    approval_wait: u64,
+    /// The model the agent loop talks to.
+    #[command(flatten)]
+    provider: swarm_agent::provider::ProviderArgs,
+    /// Optional tools and gates.
+    #[command(flatten)]
+    tools: swarm_agent::tools::ToolArgs,
 }
 
 #[tokio::main]
@@ -54,5 +63,8 @@ async fn main() -> anyhow::Result<()> {
     config.drain_timeout = cli.common.drain_timeout();
     config.ack_wait = Duration::from_secs(cli.ack_wait.max(3));
     config.task_timeout = Duration::from_secs(cli.task_timeout.max(1));
+    config.approval_wait = Duration::from_secs(cli.approval_wait.max(1));
+    config.provider = cli.provider.config_for_role("WORKER")?;
+    config.tool_args = cli.tools;
     swarm_worker::run(config, swarm_runtime::shutdown::signal()).await
 }

@@ -305,6 +305,19 @@ impl ProviderArgs {
     pub fn build(&self) -> Result<Arc<dyn Provider>, ConfigError> {
         self.config()?.build()
     }
+
+    /// The configuration for one role (`BOSS`, `MANAGER`, `WORKER`): the
+    /// role's own `SWARM_<ROLE>_PROVIDER` / `SWARM_<ROLE>_MODEL` when set (so
+    /// one environment can give each role its own model), else these flags
+    /// and `SWARM_PROVIDER` / `SWARM_MODEL`.
+    pub fn config_for_role(&self, role: &str) -> Result<ProviderConfig, ConfigError> {
+        let role_var = format!("SWARM_{}_PROVIDER", role.to_ascii_uppercase());
+        if std::env::var(&role_var).is_ok_and(|v| !v.trim().is_empty()) {
+            ProviderConfig::from_env(Some(role))
+        } else {
+            self.config()
+        }
+    }
 }
 
 #[cfg(test)]
