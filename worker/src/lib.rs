@@ -731,6 +731,10 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
         error: outcome.error,
     };
     let bytes = submission.result.len();
+    let usage: Vec<(&str, f64)> = ["input_tokens", "output_tokens", "cost_usd"]
+        .into_iter()
+        .filter_map(|k| submission.metrics.get(k).map(|v| (k, *v)))
+        .collect();
     let result_env = Envelope::new(
         ctx.agent_id.as_str(),
         env.sender_agent.as_str(),
@@ -757,7 +761,10 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
         status,
         100,
         format!("{} {:?} ({bytes} bytes)", a.task_id, status),
-        vec![("elapsed_ms", elapsed_ms), ("result_bytes", bytes as f64)],
+        [("elapsed_ms", elapsed_ms), ("result_bytes", bytes as f64)]
+            .into_iter()
+            .chain(usage)
+            .collect(),
     )
     .await;
     info!(swarm_id = %env.swarm_id, task_id = %a.task_id, ?status, bytes, "task finished");
