@@ -43,6 +43,11 @@ impl Intake {
             },
             Err((e, format)) => (Err(e), format),
         };
+        match &reply {
+            Ok(r) if r.duplicate => swarm_runtime::metrics::mission_duplicate(),
+            Ok(_) => swarm_runtime::metrics::mission_accepted(),
+            Err(e) => swarm_runtime::metrics::mission_refused(&e.code.to_string()),
+        }
         let codec = format.reply_codec();
         let (body, error_headers) = match &reply {
             Ok(r) => (codec.encode(r), None),

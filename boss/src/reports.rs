@@ -125,6 +125,10 @@ impl Reporter {
             })
             .await?;
         }
+        let seconds = record
+            .as_ref()
+            .map(|r| (chrono::Utc::now() - r.accepted_at).num_milliseconds() as f64 / 1000.0);
+        swarm_runtime::metrics::mission_reported(&format!("{status:?}").to_lowercase(), seconds);
         Ok(path)
     }
 }

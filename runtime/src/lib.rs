@@ -3,10 +3,13 @@
 //! ([`version`]), creating streams and buckets idempotently ([`infra`]),
 //! putting A2AP messages on the wire and reading them back ([`wire`]),
 //! retrying transient faults ([`retry`]), shutting down on a signal
-//! ([`shutdown`]) and setting up logs ([`telemetry`]).
+//! ([`shutdown`]), setting up logs ([`telemetry`]), and serving health
+//! probes ([`health`]) and Prometheus metrics ([`metrics`]).
 
 pub mod config;
+pub mod health;
 pub mod infra;
+pub mod metrics;
 pub mod retry;
 pub mod shutdown;
 pub mod telemetry;

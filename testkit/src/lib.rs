@@ -10,11 +10,21 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cluster;
+mod llm;
 mod nats;
+mod nats_cluster;
 mod scratch;
 
 pub use cluster::{Cluster, ClusterBuilder, bin_dir};
+pub use llm::{
+    Match, MockLlm, MockToolCall, Recorded, Reply, Rule, Wire, anthropic_text, anthropic_tool_use,
+    openai_text, openai_tool_calls,
+};
 pub use nats::{NatsServer, dev_nats_conf};
+pub use nats_cluster::{
+    NatsCluster, NatsNode, ROLES, Role, free_port, http_get, prod_nats_dir, role,
+    single_node_cluster_conf,
+};
 pub use swarm_cli::local::{
     self, DEFAULT_POOL, LocalCluster, LocalOptions, ManagedProcess, NatsProcess,
 };

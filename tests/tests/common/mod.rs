@@ -108,6 +108,7 @@ pub fn task(id: &str, description: &str, deps: &[&str]) -> TaskDefinition {
         dependencies: deps.iter().map(|d| d.to_string()).collect(),
         priority: None,
         max_result_bytes: None,
+        gates: Vec::new(),
     }
 }
 

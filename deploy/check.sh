@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# CI checks of the deployment files (issue "Deploy it"), offline:
+#   1. nats-server -t accepts the dev nats.conf and the production config
+#      (k8s/base/nats/, as the prod and the dev overlays mount it), the two
+#      agree on max_payload, and accounts.conf gives the roles permissions
+#      for every stream and bucket named in common/src/subjects.rs;
+#   2. the Dockerfile parses with Docker's own parser (PyPI `dockerfile`), its
+#      build stage runs CI's release build, and it runs as non-root;
+#      compose.yaml parses and mounts files that exist;
+#   3. `kubectl kustomize` renders both overlays and the output validates
+#      against the Kubernetes schemas (PyPI `kubernetes-validate`, strict);
+#      the KEDA ScaledObject (a CRD without a schema there) is checked
+#      against the stream, consumer and Deployment it must name.
+# Python tools go to .nats/deploy-py (ignored by git). Needs kubectl (on the
+# machine image; Debian/Google's `kubectl` package otherwise).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+repo="$PWD"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+step() { echo; echo "--> $*"; }
+
+step "nats-server -t: dev and production configs"
+nats_bin="${NATS_SERVER_BIN:-$(deploy/nats-server.sh)}"
+"$nats_bin" -t -c nats.conf
+# The production config reads these at start; fake values suffice for -t.
+export SERVER_NAME=nats-0 NATS_STORE_DIR="$tmp/store" \
+    NATS_BOSS_PASSWORD=x NATS_MANAGER_PASSWORD=x NATS_WORKER_PASSWORD=x NATS_CLIENT_PASSWORD=x
+"$nats_bin" -t -c k8s/base/nats/nats.conf
+mkdir -p "$tmp/dev-nats"
+cp k8s/base/nats/*.conf "$tmp/dev-nats/"
+cp k8s/overlays/dev/nats/cluster.conf "$tmp/dev-nats/cluster.conf"
+"$nats_bin" -t -c "$tmp/dev-nats/nats.conf"
+
+step "the dev config is in step with production (max_payload)"
+dev_payload="$(sed -n -E 's/^max_payload: *([^ #]+).*/\1/p' nats.conf)"
+prod_payload="$(sed -n -E 's/^max_payload: *([^ #]+).*/\1/p' k8s/base/nats/nats.conf)"
+if [[ -z "$dev_payload" || "$dev_payload" != "$prod_payload" ]]; then
+    echo "max_payload differs: nats.conf '$dev_payload', k8s/base/nats/nats.conf '$prod_payload'" >&2
+    exit 1
+fi
+echo "ok: max_payload $dev_payload in both"
+
+step "accounts.conf names every stream and bucket of subjects.rs"
+# Every role creates them at start (Infra::ensure): a new one needs its
+# JetStream API permissions in k8s/base/nats/accounts.conf.
+missing=0
+while read -r kind name; do
+    case "$kind" in
+        STREAM) stream="$name" ;;
+        REPORTS) stream="OBJ_$name" ;;
+        *) stream="KV_$name" ;;
+    esac
+    if ! grep -q "STREAM.CREATE.$stream\"" k8s/base/nats/accounts.conf; then
+        echo "k8s/base/nats/accounts.conf: no permissions for $stream (from common/src/subjects.rs)" >&2
+        missing=1
+    fi
+done < <(sed -n -E 's/^pub const ([A-Z0-9]+)_(STREAM|BUCKET): &str = "([^"]+)";/\1 \2 \3/p' common/src/subjects.rs \
+    | awk '{ if ($2 == "STREAM") print "STREAM", $3; else if ($1 == "REPORTS") print "REPORTS", $3; else print "KV", $3 }')
+[[ $missing == 0 ]] || exit 1
+echo "ok"
+
+step "python tools (dockerfile, kubernetes-validate) in .nats/deploy-py"
+py="$repo/.nats/deploy-py"
+if ! PYTHONPATH="$py" python3 -c 'import dockerfile, kubernetes_validate, yaml' 2>/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check --no-input \
+        --target "$py" "dockerfile==3.4.0" "kubernetes-validate==1.37.0" pyyaml
+fi
+export PYTHONPATH="$py"
+
+step "Dockerfile and compose.yaml"
+python3 - <<'PY'
+import sys, os, yaml, dockerfile
+cmds = dockerfile.parse_file("deploy/Dockerfile")
+runs = " ".join(" ".join(c.value) for c in cmds if c.cmd == "RUN")
+want = "cargo build --release --workspace --bins --locked"
+if want not in runs:
+    sys.exit(f"deploy/Dockerfile: the build stage must run `{want}`")
+froms = [c for c in cmds if c.cmd == "FROM"]
+if len(froms) < 2:
+    sys.exit("deploy/Dockerfile: expected a multi-stage build")
+last_from = max(i for i, c in enumerate(cmds) if c.cmd == "FROM")
+users = [c.value[0] for c in cmds[last_from:] if c.cmd == "USER"]
+if not users or users[-1].split(":")[0] in ("root", "0"):
+    sys.exit("deploy/Dockerfile: the runtime stage must run as a non-root USER")
+for b in ("boss", "manager", "worker", "swarm"):
+    if f"target/release/{b}" not in runs:
+        sys.exit(f"deploy/Dockerfile: binary {b} is not copied")
+print(f"ok: {len(cmds)} instructions, {len(froms)} stages, user {users[-1]}")
+compose = yaml.safe_load(open("deploy/compose.yaml"))
+for name, svc in compose["services"].items():
+    for v in svc.get("volumes", []):
+        src = v.split(":")[0]
+        if src.startswith("."):
+            path = os.path.normpath(os.path.join("deploy", src))
+            if not os.path.isfile(path):
+                sys.exit(f"deploy/compose.yaml: {name} mounts {src}, which does not exist")
+print("ok: compose.yaml services:", ", ".join(compose["services"]))
+PY
+
+step "kubectl kustomize: dev and prod overlays, validated offline"
+command -v kubectl >/dev/null || { echo "kubectl is needed (kubectl kustomize)" >&2; exit 1; }
+for overlay in dev prod; do
+    kubectl kustomize "k8s/overlays/$overlay" > "$tmp/$overlay.yaml"
+    # Unknown kinds (the KEDA CRD) only warn here; they are checked below.
+    python3 "$py/bin/kubernetes-validate" --strict --quiet -k 1.32.0 "$tmp/$overlay.yaml"
+    python3 - "$tmp/$overlay.yaml" "$overlay" <<'PY'
+import sys, re, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+overlay = sys.argv[2]
+kinds = {}
+for d in docs:
+    kinds.setdefault(d["kind"], []).append(d)
+subjects = open("common/src/subjects.rs").read()
+def const(name):
+    return re.search(rf'pub const {name}: &str = "([^"]+)"', subjects).group(1)
+a2ap = const("A2AP_STREAM")
+nats = kinds["StatefulSet"][0]
+nodes = nats["spec"]["replicas"]
+expect = {"dev": 1, "prod": 3}[overlay]
+assert nodes == expect, f"{overlay}: {nodes} NATS nodes, expected {expect}"
+cm = next(c for c in kinds["ConfigMap"] if c["metadata"]["name"].startswith("nats-config"))
+clustered = "routes" in cm["data"]["cluster.conf"]
+assert clustered == (nodes > 1), f"{overlay}: cluster.conf does not match {nodes} node(s)"
+deployments = {d["metadata"]["name"]: d for d in kinds["Deployment"]}
+for role in ("boss", "manager", "worker"):
+    spec = deployments[role]["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+    assert env["SWARM_REPLICAS"] == str(nodes), f"{overlay}/{role}: SWARM_REPLICAS {env['SWARM_REPLICAS']} on {nodes} node(s)"
+    assert int(spec["terminationGracePeriodSeconds"]) > int(env["SWARM_DRAIN_TIMEOUT"]), f"{role}: grace period <= drain timeout"
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+scalers = kinds.get("ScaledObject", []) + kinds.get("HorizontalPodAutoscaler", [])
+assert len(scalers) == 1, f"{overlay}: exactly one worker autoscaler, found {len(scalers)}"
+for so in kinds.get("ScaledObject", []):
+    assert so["apiVersion"] == "keda.sh/v1alpha1"
+    target = so["spec"]["scaleTargetRef"]["name"]
+    assert target in deployments, f"ScaledObject targets {target}, not a Deployment"
+    (trig,) = so["spec"]["triggers"]
+    meta = trig["metadata"]
+    assert trig["type"] == "nats-jetstream"
+    assert meta["stream"] == a2ap, meta
+    assert meta["consumer"] == "worker-general", meta
+    assert meta["account"] == "SWARM", meta
+    assert all(isinstance(v, str) for v in meta.values()), "KEDA metadata values must be strings"
+    host = meta["natsServerMonitoringEndpoint"].split(".")[0]
+    assert host in {s["metadata"]["name"] for s in kinds["Service"]}, f"no Service {host}"
+print(f"ok: {overlay}: {len(docs)} resources, {nodes} NATS node(s), autoscaler {scalers[0]['kind']}")
+PY
+done
+echo
+echo "deploy checks passed"

@@ -1,0 +1,332 @@
+//! nats-server nodes run from the production configuration
+//! (`k8s/base/nats/`), as the Kubernetes StatefulSet runs them: users and
+//! permissions, `sync_interval: always`, and for more than one node a
+//! cluster with routes, all on loopback with free ports and a store each.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use swarm_cli::local::{ManagedProcess, nats_server_bin};
+
+use crate::scratch::Scratch;
+
+/// How long a node may take to listen, and a cluster to elect its
+/// JetStream meta leader.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The directory of the production nats-server configuration.
+pub fn prod_nats_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../k8s/base/nats"))
+}
+
+/// The single-node replacement of `cluster.conf` (the dev overlay's).
+pub fn single_node_cluster_conf() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../k8s/overlays/dev/nats/cluster.conf"
+    ))
+}
+
+/// A Swarm NATS user: its name, the variable its password is read from by
+/// nats-server, and the password the test cluster gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Role {
+    /// The user name (`boss`, `manager`, `worker`, `client`).
+    pub user: &'static str,
+    /// The environment variable nats.conf reads the password from.
+    pub password_var: &'static str,
+    /// The password in test clusters.
+    pub password: &'static str,
+}
+
+/// The four users of the production configuration.
+pub const ROLES: [Role; 4] = [
+    Role {
+        user: "boss",
+        password_var: "NATS_BOSS_PASSWORD",
+        password: "test-boss-secret",
+    },
+    Role {
+        user: "manager",
+        password_var: "NATS_MANAGER_PASSWORD",
+        password: "test-manager-secret",
+    },
+    Role {
+        user: "worker",
+        password_var: "NATS_WORKER_PASSWORD",
+        password: "test-worker-secret",
+    },
+    Role {
+        user: "client",
+        password_var: "NATS_CLIENT_PASSWORD",
+        password: "test-client-secret",
+    },
+];
+
+/// The role named `user`. Panics for an unknown user.
+pub fn role(user: &str) -> Role {
+    *ROLES
+        .iter()
+        .find(|r| r.user == user)
+        .unwrap_or_else(|| panic!("no NATS user {user} in the production config"))
+}
+
+/// One node of a [`NatsCluster`].
+#[derive(Debug)]
+pub struct NatsNode {
+    name: String,
+    port: u16,
+    monitor_port: u16,
+    process: ManagedProcess,
+}
+
+impl NatsNode {
+    /// The server name (`nats-0`, ...).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `nats://127.0.0.1:<client port>`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// The client port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The HTTP monitoring address.
+    pub fn monitor_addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.monitor_port))
+    }
+
+    /// The server process.
+    pub fn process(&mut self) -> &mut ManagedProcess {
+        &mut self.process
+    }
+}
+
+/// `n` nats-server processes from the production configuration, clustered
+/// when `n > 1` (routes between all of them, as the StatefulSet's
+/// `cluster.conf` does with pod names), each with its own store. Killed on
+/// `Drop`.
+#[derive(Debug)]
+pub struct NatsCluster {
+    // Declared before `dir`: the servers die before their stores are deleted.
+    nodes: Vec<NatsNode>,
+    dir: Scratch,
+}
+
+impl NatsCluster {
+    /// Starts `n` nodes and waits until every one reports itself healthy
+    /// (`/healthz`: JetStream up and, in a cluster, a meta leader known).
+    pub fn start(n: usize) -> anyhow::Result<NatsCluster> {
+        Self::start_with_tls(n, None)
+    }
+
+    /// Like [`start`](Self::start), with `tls_conf` as the content of
+    /// `tls.conf` (as an overlay would replace it) instead of the base's
+    /// (TLS off).
+    pub fn start_with_tls(n: usize, tls_conf: Option<&str>) -> anyhow::Result<NatsCluster> {
+        assert!(n > 0, "a cluster needs a node");
+        let dir = Scratch::new("nats-cluster")?;
+        let conf_dir = dir.path().join("conf");
+        std::fs::create_dir_all(&conf_dir)?;
+        // The ConfigMap of the overlay: the base files, and for one node the
+        // dev overlay's empty cluster.conf.
+        for file in ["nats.conf", "accounts.conf", "cluster.conf", "tls.conf"] {
+            let from = if file == "cluster.conf" && n == 1 {
+                single_node_cluster_conf()
+            } else {
+                prod_nats_dir().join(file)
+            };
+            std::fs::copy(&from, conf_dir.join(file))
+                .with_context(|| format!("cannot copy {}", from.display()))?;
+        }
+        if let Some(tls) = tls_conf {
+            std::fs::write(conf_dir.join("tls.conf"), tls)?;
+        }
+        let bin = nats_server_bin()?;
+        let ports: Vec<[u16; 3]> = (0..n)
+            .map(|_| Ok([free_port()?, free_port()?, free_port()?]))
+            .collect::<anyhow::Result<_>>()?;
+        let routes: Vec<String> = ports
+            .iter()
+            .map(|[_, _, cluster]| format!("nats://127.0.0.1:{cluster}"))
+            .collect();
+        let mut nodes = Vec::new();
+        for (i, [port, monitor_port, cluster_port]) in ports.iter().copied().enumerate() {
+            let name = format!("nats-{i}");
+            let store = dir.path().join(&name).join("store");
+            std::fs::create_dir_all(&store)?;
+            let mut args: Vec<OsString> = vec![
+                "-c".into(),
+                conf_dir.join("nats.conf").into(),
+                "-n".into(),
+                name.clone().into(),
+                "-a".into(),
+                "127.0.0.1".into(),
+                "-p".into(),
+                port.to_string().into(),
+                "-m".into(),
+                monitor_port.to_string().into(),
+            ];
+            if n > 1 {
+                args.extend([
+                    "--cluster".into(),
+                    format!("nats://127.0.0.1:{cluster_port}").into(),
+                    "--routes".into(),
+                    routes.join(",").into(),
+                ]);
+            }
+            let mut env = vec![
+                ("SERVER_NAME".to_owned(), name.clone()),
+                ("NATS_STORE_DIR".to_owned(), store.display().to_string()),
+            ];
+            env.extend(
+                ROLES
+                    .iter()
+                    .map(|r| (r.password_var.to_owned(), r.password.to_owned())),
+            );
+            let log = dir.path().join("logs").join(format!("{name}.log"));
+            let process = ManagedProcess::spawn(name.clone(), &bin, args, env, log)?;
+            nodes.push(NatsNode {
+                name,
+                port,
+                monitor_port,
+                process,
+            });
+        }
+        let mut cluster = NatsCluster { nodes, dir };
+        for i in 0..n {
+            cluster.wait_healthy(i)?;
+        }
+        Ok(cluster)
+    }
+
+    /// The nodes.
+    pub fn nodes(&self) -> &[NatsNode] {
+        &self.nodes
+    }
+
+    /// Node `i`.
+    pub fn node(&mut self, i: usize) -> &mut NatsNode {
+        &mut self.nodes[i]
+    }
+
+    /// Every node's URL, comma-separated (what `NATS_URL` takes).
+    pub fn urls(&self) -> String {
+        self.nodes
+            .iter()
+            .map(NatsNode::url)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The temporary directory (config, stores, logs).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Kills node `i` with SIGKILL.
+    pub fn kill(&mut self, i: usize) {
+        self.nodes[i].process.kill();
+    }
+
+    /// Restarts node `i` (killing it first if it runs) with the same ports
+    /// and store, and waits until it is healthy.
+    pub fn restart(&mut self, i: usize) -> anyhow::Result<()> {
+        self.nodes[i].process.restart()?;
+        self.wait_healthy(i)
+    }
+
+    /// A client connected to every node as `user` with its test password.
+    pub async fn connect(&self, user: &str) -> anyhow::Result<async_nats::Client> {
+        self.connect_with(user, async_nats::ConnectOptions::new())
+            .await
+    }
+
+    /// Like [`connect`](Self::connect), with extra options (say an event callback).
+    pub async fn connect_with(
+        &self,
+        user: &str,
+        opts: async_nats::ConnectOptions,
+    ) -> anyhow::Result<async_nats::Client> {
+        let r = role(user);
+        let urls: Vec<String> = self.nodes.iter().map(NatsNode::url).collect();
+        opts.user_and_password(r.user.into(), r.password.into())
+            .connect(urls)
+            .await
+            .with_context(|| format!("cannot connect as {user} to {}", self.urls()))
+    }
+
+    /// The last `lines` lines of every node's log.
+    pub fn log_tails(&self, lines: usize) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("==> {} <==\n{}\n", n.name, n.process.log_tail(lines)))
+            .collect()
+    }
+
+    fn wait_healthy(&mut self, i: usize) -> anyhow::Result<()> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let running = self.nodes[i].process.is_running();
+            let node = &self.nodes[i];
+            match http_get(node.monitor_addr(), "/healthz") {
+                Ok((200, _)) => return Ok(()),
+                Ok(_) | Err(_) if running && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                other => bail!(
+                    "{} is not healthy after {START_TIMEOUT:?} ({other:?}):\n{}",
+                    node.name,
+                    self.log_tails(30)
+                ),
+            }
+        }
+    }
+}
+
+impl Drop for NatsCluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "--- nats cluster in {} ---\n{}",
+                self.dir.path().display(),
+                self.log_tails(40)
+            );
+        }
+    }
+}
+
+/// A port of 127.0.0.1 free at the time of asking.
+pub fn free_port() -> anyhow::Result<u16> {
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("no free port")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// A plain HTTP/1.0 GET of `path` at `addr`: the status and the body. For
+/// health, readiness and metrics endpoints in tests.
+pub fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw)?;
+    let status = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .with_context(|| format!("no HTTP status in {raw:?}"))?;
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Ok((status, body))
+}

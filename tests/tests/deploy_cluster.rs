@@ -1,0 +1,313 @@
+//! The whole system as the Kubernetes manifests run it, as local processes:
+//! a three-node nats-server cluster from the production config
+//! (k8s/base/nats/), and the boss, manager and worker replicas with the
+//! replica counts and environment of k8s/base/<role>.yaml (users and
+//! passwords of their roles, three replicas per stream and bucket, JSON
+//! logs, the health server). A client submits a mission as the `client`
+//! user; it completes; every role answers `/readyz` and `/metrics`; and no
+//! node logged a permissions violation.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests report failure by panicking
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use swarm_common::{SwarmStatus, mission::MissionRequest, subjects};
+use swarm_testkit::{ManagedProcess, NatsCluster, bin_dir, free_port, http_get, role};
+
+/// A role's Deployment as the manifest gives it.
+struct Manifest {
+    replicas: usize,
+    /// The literal `value:` entries of the container's env.
+    env: Vec<(String, String)>,
+}
+
+/// Reads `replicas:` and the `- name:` / `value:` env pairs of
+/// k8s/base/<role>.yaml (entries with `valueFrom` are left out: the test
+/// supplies the secret and the pod name).
+fn manifest(role: &str) -> Manifest {
+    let path = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../k8s/base"))
+        .join(format!("{role}.yaml"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut replicas = None;
+    let mut env = Vec::new();
+    let mut name: Option<String> = None;
+    for line in text.lines().map(str::trim) {
+        if let Some(n) = line.strip_prefix("replicas:") {
+            replicas = Some(n.trim().parse().unwrap());
+        } else if let Some(n) = line.strip_prefix("- name:") {
+            name = Some(n.trim().to_owned());
+        } else if let Some(v) = line.strip_prefix("value:")
+            && let Some(n) = name.take()
+        {
+            env.push((n, v.trim().trim_matches('"').to_owned()));
+        } else if !line.starts_with('#') {
+            // Anything between a name and its value (valueFrom, ...) unpairs them.
+            if !line.is_empty() && !line.starts_with("value") {
+                name = None;
+            }
+        }
+    }
+    Manifest {
+        replicas: replicas.expect("no replicas in the manifest"),
+        env,
+    }
+}
+
+fn env_of<'a>(m: &'a Manifest, key: &str) -> &'a str {
+    m.env
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_else(|| panic!("no {key} in the manifest"))
+}
+
+struct Role {
+    process: ManagedProcess,
+    health: SocketAddr,
+}
+
+/// Waits until every role has logged `<role> ready` since its last start
+/// and answers `/readyz`, restarting any that exited, as the kubelet
+/// restarts a crashed container: a role whose setup times out while the
+/// new cluster settles exits with an error.
+async fn wait_ready(roles: &mut [Role], nats: &NatsCluster) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let mut all = true;
+        for r in roles.iter_mut() {
+            if !r.process.is_running() {
+                r.process.restart().unwrap();
+                all = false;
+                continue;
+            }
+            let kind = r.process.name().split('-').next().unwrap().to_owned();
+            let tail = r.process.log_tail(400);
+            let this_run = tail.rsplit("=== swarm: starting").next().unwrap_or("");
+            let started = this_run.contains(&format!("{kind} ready"));
+            let ready = matches!(http_get(r.health, "/readyz"), Ok((200, _)));
+            all &= started && ready;
+        }
+        if all {
+            return;
+        }
+        if Instant::now() >= deadline {
+            let logs: String = roles
+                .iter()
+                .map(|r| format!("==> {} <==\n{}\n", r.process.name(), r.process.log_tail(30)))
+                .collect();
+            panic!(
+                "the roles did not all start:\n{logs}\n{}",
+                nats.log_tails(20)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mission_completes_on_a_three_node_cluster_configured_like_the_manifests() {
+    let mut nats = NatsCluster::start(3).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(workspace.join("notes.txt"), "alpha beta gamma\n").unwrap();
+
+    let bins = bin_dir();
+    let mut roles = Vec::new();
+    for name in ["boss", "manager", "worker"] {
+        let m = manifest(name);
+        assert_eq!(env_of(&m, "NATS_USER"), name, "each role has its own user");
+        assert_eq!(
+            env_of(&m, "SWARM_REPLICAS"),
+            "3",
+            "the base runs a three-node cluster"
+        );
+        for i in 1..=m.replicas {
+            let id = format!("{name}-{i}");
+            let port = free_port().unwrap();
+            let mut env: Vec<(String, String)> = m
+                .env
+                .iter()
+                .filter(|(k, _)| k != "NATS_URL" && k != "SWARM_HEALTH_PORT")
+                .cloned()
+                .collect();
+            env.extend([
+                // One URL, as the pods get the `nats` Service's (the client
+                // library does not split a comma-separated list).
+                ("NATS_URL".to_owned(), nats.nodes()[0].url()),
+                ("NATS_PASSWORD".to_owned(), role(name).password.to_owned()),
+                ("SWARM_AGENT_ID".to_owned(), id.clone()),
+                ("SWARM_HEALTH_PORT".to_owned(), port.to_string()),
+                ("SWARM_HEALTH_ADDR".to_owned(), "127.0.0.1".to_owned()),
+            ]);
+            // The pod's volumes, as local directories.
+            for (k, v) in env.iter_mut() {
+                if k == "SWARM_WORKSPACE" {
+                    *v = workspace.display().to_string();
+                } else if k == "SWARM_REPORTS_DIR" {
+                    *v = dir.path().join("reports").display().to_string();
+                }
+            }
+            let process = ManagedProcess::spawn(
+                id.clone(),
+                bins.join(name),
+                Vec::<String>::new(),
+                env,
+                dir.path().join("logs").join(format!("{id}.log")),
+            )
+            .unwrap();
+            roles.push(Role {
+                process,
+                health: SocketAddr::from(([127, 0, 0, 1], port)),
+            });
+        }
+    }
+    wait_ready(&mut roles, &nats).await;
+
+    // Streams and buckets have three replicas, as SWARM_REPLICAS says.
+    let client = nats.connect("client").await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    for stream in [subjects::A2AP_STREAM, "KV_swarms", "OBJ_reports"] {
+        let info = js.get_stream(stream).await.unwrap().cached_info().clone();
+        assert_eq!(info.config.num_replicas, 3, "{stream}");
+    }
+
+    // /readyz says the streams are there; the boss service may register a
+    // moment later.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while client
+        .request("$SRV.PING.boss", bytes::Bytes::new())
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "the boss service never answered");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // A client submits a mission and follows it to its report.
+    let reply = swarm_cli::client::submit(
+        &client,
+        &MissionRequest::text("1. Count the words in notes.txt\n2. Compute 6 * 7\n"),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    let report =
+        swarm_cli::client::watch(&client, &reply.swarm_id, Duration::from_secs(90), |_| {})
+            .await
+            .unwrap_or_else(|e| {
+                let logs: String = roles
+                    .iter()
+                    .map(|r| format!("==> {} <==\n{}\n", r.process.name(), r.process.log_tail(60)))
+                    .collect();
+                let nats_logs = nats.log_tails(100_000);
+                let refused: Vec<&str> = nats_logs
+                    .lines()
+                    .filter(|l| l.contains("Violation"))
+                    .collect();
+                panic!("{e:#}\npermission violations: {refused:#?}\n{logs}")
+            });
+    assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
+    swarm_cli::client::wait_for_rendering(&client, &reply.swarm_id, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let html =
+        swarm_cli::client::fetch_report(&client, &reply.swarm_id, &dir.path().join("r.html"))
+            .await
+            .unwrap();
+    assert!(std::fs::read_to_string(html).unwrap().contains("notes.txt"));
+
+    // Every role answers /readyz and /metrics; the bosses counted the mission.
+    let mut accepted = 0;
+    let mut reported = 0;
+    for r in &roles {
+        let (status, _) = http_get(r.health, "/readyz").unwrap();
+        assert_eq!(status, 200, "{}", r.process.name());
+        let (status, metrics) = http_get(r.health, "/metrics").unwrap();
+        assert_eq!(status, 200);
+        let kind = r.process.name().split('-').next().unwrap();
+        assert!(
+            metrics.contains(&format!("swarm_build_info{{role=\"{kind}\"")),
+            "{metrics}"
+        );
+        let count = |needle: &str| -> u32 {
+            metrics
+                .lines()
+                .find(|l| l.starts_with(needle))
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        accepted += count("swarm_missions_total{role=\"boss\",status=\"accepted\"}");
+        reported += count("swarm_missions_total{role=\"boss\",status=\"completed\"}");
+    }
+    assert_eq!(accepted, 1, "one mission accepted");
+    assert!(reported >= 1, "the completed mission was reported");
+
+    // The roles did all of this within their permissions.
+    let logs = nats.log_tails(100_000);
+    let violations: Vec<&str> = logs.lines().filter(|l| l.contains("Violation")).collect();
+    assert!(violations.is_empty(), "{violations:#?}");
+
+    // A node dies (the roles use node 0, as pods use the Service): with
+    // three replicas the cluster elects new leaders and goes on.
+    nats.kill(2);
+    // Until the streams led by the dead node elect new leaders, JetStream
+    // does not answer for them (the boss then refuses a mission as
+    // retriable): wait for every stream to have a live leader.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for stream in [
+        "MISSIONS",
+        "A2AP",
+        "DEADLETTER",
+        "KV_swarms",
+        "KV_missions",
+        "OBJ_reports",
+    ] {
+        loop {
+            let leader = match js.get_stream(stream).await {
+                Ok(mut s) => s
+                    .info()
+                    .await
+                    .ok()
+                    .and_then(|i| i.cluster.clone())
+                    .and_then(|c| c.leader),
+                Err(_) => None,
+            };
+            if leader.is_some_and(|l| l != "nats-2") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{stream} has no live leader");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let reply = swarm_cli::client::submit(
+        &client,
+        &MissionRequest::text("Compute 2 + 2"),
+        Duration::from_secs(20),
+    )
+    .await
+    .unwrap();
+    let report = follow(&client, &reply.swarm_id).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
+    nats.restart(2).unwrap();
+}
+
+/// Follows a swarm to its final report, starting over when following fails
+/// while the cluster elects new leaders.
+async fn follow(client: &async_nats::Client, swarm_id: &str) -> swarm_common::FinalReport {
+    let mut last = None;
+    for _ in 0..5 {
+        match swarm_cli::client::watch(client, swarm_id, Duration::from_secs(60), |_| {}).await {
+            Ok(report) => return report,
+            Err(e) => {
+                eprintln!("following {swarm_id}: {e:#}; again");
+                last = Some(e);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+    panic!("cannot follow {swarm_id}: {last:?}")
+}

@@ -1,0 +1,283 @@
+//! The production nats.conf's users (k8s/base/nats/accounts.conf): each role
+//! can do its part, and is refused what it must not do, with a permissions
+//! violation the client sees.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests report failure by panicking
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer::pull};
+use async_nats::{Client, ConnectOptions, Event};
+use bytes::Bytes;
+use futures::StreamExt;
+use swarm_common::subjects;
+use swarm_runtime::Infra;
+use swarm_testkit::NatsCluster;
+
+/// A client of one role that records the server's errors.
+struct Conn {
+    user: &'static str,
+    client: Client,
+    errors: Arc<Mutex<Vec<String>>>,
+}
+
+impl Conn {
+    async fn new(nats: &NatsCluster, user: &'static str) -> Conn {
+        let errors = Arc::new(Mutex::new(Vec::new()));
+        let sink = errors.clone();
+        let opts = ConnectOptions::new()
+            .request_timeout(Some(Duration::from_secs(2)))
+            .event_callback(move |event| {
+                let sink = sink.clone();
+                async move {
+                    if let Event::ServerError(e) = event {
+                        sink.lock().unwrap().push(e.to_string());
+                    }
+                }
+            });
+        let client = nats.connect_with(user, opts).await.unwrap();
+        Conn {
+            user,
+            client,
+            errors,
+        }
+    }
+
+    fn js(&self) -> jetstream::Context {
+        jetstream::new(self.client.clone())
+    }
+
+    /// Waits (up to 3 s) for a permissions violation naming `subject`.
+    async fn expect_violation(&self, subject: &str) {
+        for _ in 0..60 {
+            let found =
+                self.errors.lock().unwrap().iter().any(|e| {
+                    e.to_lowercase().contains("permissions violation") && e.contains(subject)
+                });
+            if found {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "{}: no permissions violation for {subject}; errors seen: {:?}",
+            self.user,
+            self.errors.lock().unwrap()
+        );
+    }
+
+    /// A plain publish to `subject` is refused.
+    async fn refused_publish(&self, subject: &str) {
+        self.client
+            .publish(subject.to_owned(), Bytes::from_static(b"x"))
+            .await
+            .unwrap();
+        self.client.flush().await.unwrap();
+        self.expect_violation(subject).await;
+    }
+
+    /// A JetStream publish to `subject` is acknowledged (stored).
+    async fn stored(&self, subject: &str) {
+        let ack = self
+            .js()
+            .publish(subject.to_owned(), Bytes::from_static(b"{}"))
+            .await
+            .unwrap_or_else(|e| panic!("{}: publish to {subject}: {e}", self.user))
+            .await;
+        assert!(ack.is_ok(), "{}: {subject} not stored: {ack:?}", self.user);
+    }
+
+    /// No violation at all so far.
+    fn clean(&self) {
+        let errors = self.errors.lock().unwrap();
+        assert!(errors.is_empty(), "{}: {errors:?}", self.user);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_role_does_its_part_and_nothing_else() {
+    let nats = NatsCluster::start(1).unwrap();
+    let boss = Conn::new(&nats, "boss").await;
+    let manager = Conn::new(&nats, "manager").await;
+    let worker = Conn::new(&nats, "worker").await;
+    let client = Conn::new(&nats, "client").await;
+
+    // Every role may set up the streams and buckets at start.
+    let infra = Infra::ensure(&boss.client, 1).await.unwrap();
+    for c in [&manager, &worker] {
+        Infra::ensure(&c.client, 1).await.unwrap();
+    }
+    // A client may not: it has no business creating or changing streams.
+    assert!(Infra::ensure(&client.client, 1).await.is_err());
+    client.expect_violation("$JS.API.STREAM.UPDATE.").await;
+    client.errors.lock().unwrap().clear();
+
+    // The boss serves `boss.missions`; a client submits through it.
+    let mut service = boss
+        .client
+        .queue_subscribe(subjects::MISSIONS, subjects::MISSIONS_QUEUE.into())
+        .await
+        .unwrap();
+    let boss_client = boss.client.clone();
+    tokio::spawn(async move {
+        while let Some(req) = service.next().await {
+            if let Some(reply) = req.reply {
+                boss_client
+                    .publish(reply, Bytes::from_static(b"{\"status\":\"accepted\"}"))
+                    .await
+                    .unwrap();
+            }
+        }
+    });
+    boss.client.flush().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    boss.clean();
+    let answer = client
+        .client
+        .request(subjects::MISSIONS, Bytes::from_static(b"Count the words"))
+        .await
+        .unwrap();
+    assert_eq!(&answer.payload[..], b"{\"status\":\"accepted\"}");
+
+    // The boss records missions, deploys swarms, keeps mission records.
+    boss.stored(&subjects::mission_record("s1")).await;
+    boss.stored(&subjects::deploy("s1")).await;
+    infra
+        .missions
+        .put("s1", Bytes::from_static(b"{}"))
+        .await
+        .unwrap();
+    boss.clean();
+
+    // The manager keeps swarm state and assigns work.
+    let swarms = manager
+        .js()
+        .get_key_value(subjects::SWARMS_BUCKET)
+        .await
+        .unwrap();
+    swarms.put("s1", Bytes::from_static(b"{}")).await.unwrap();
+    assert!(swarms.get("s1").await.unwrap().is_some());
+    manager.stored(&subjects::work("general", "s1", "t1")).await;
+    manager.stored(&subjects::progress("s1", "t1")).await;
+    manager.clean();
+
+    // The worker pulls its pool's work, reports progress and results.
+    let a2ap = worker.js().get_stream(subjects::A2AP_STREAM).await.unwrap();
+    let consumer = a2ap
+        .create_consumer(pull::Config {
+            durable_name: Some(subjects::worker_consumer("general")),
+            filter_subject: subjects::work_filter("general"),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut batch = consumer.fetch().max_messages(1).messages().await.unwrap();
+    let assignment = tokio::time::timeout(Duration::from_secs(5), batch.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        assignment.subject.as_str(),
+        subjects::work("general", "s1", "t1")
+    );
+    assignment
+        .ack_with(jetstream::AckKind::Progress)
+        .await
+        .unwrap();
+    assignment.double_ack().await.unwrap();
+    worker.stored(&subjects::progress("s1", "t1")).await;
+    worker.stored(&subjects::result("s1", "t1")).await;
+    worker.stored(&subjects::error("s1")).await;
+    worker.clean();
+
+    // A client follows a swarm, reads its state, cancels it.
+    let follow = client
+        .js()
+        .get_stream(subjects::A2AP_STREAM)
+        .await
+        .unwrap()
+        .create_consumer(pull::OrderedConfig {
+            filter_subject: subjects::swarm_events("s1"),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut events = follow.messages().await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), events.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.subject.as_str(), subjects::deploy("s1"));
+    let state = client
+        .js()
+        .get_key_value(subjects::SWARMS_BUCKET)
+        .await
+        .unwrap();
+    assert!(state.get("s1").await.unwrap().is_some());
+    client.stored(&subjects::control("s1")).await;
+    client.clean();
+
+    // What each must not do, each a violation the client sees.
+    // A worker cannot deploy, write swarm state, report, or assign work.
+    worker.refused_publish(&subjects::deploy("s2")).await;
+    worker.refused_publish("$KV.swarms.s1").await;
+    worker.refused_publish(&subjects::report("s1")).await;
+    worker
+        .refused_publish(&subjects::work("general", "s1", "t2"))
+        .await;
+    worker
+        .refused_publish(&subjects::work("result", "s1", "t2"))
+        .await;
+    worker.refused_publish(subjects::MISSIONS).await;
+    worker
+        .refused_publish("$JS.API.CONSUMER.MSG.NEXT.A2AP.manager")
+        .await;
+    worker.refused_publish("$JS.API.STREAM.DELETE.A2AP").await;
+    // A client cannot publish results, deployments, reports or work, write
+    // swarm state or mission records, delete or purge, or take a role's work.
+    client.refused_publish(&subjects::result("s1", "t1")).await;
+    client.refused_publish(&subjects::deploy("s3")).await;
+    client.refused_publish(&subjects::report("s1")).await;
+    client
+        .refused_publish(&subjects::progress("s1", "t1"))
+        .await;
+    client
+        .refused_publish(&subjects::work("general", "s1", "t9"))
+        .await;
+    client.refused_publish("$KV.swarms.s1").await;
+    client.refused_publish("$KV.missions.s1").await;
+    client
+        .refused_publish(&subjects::mission_record("s9"))
+        .await;
+    client.refused_publish("$JS.API.STREAM.PURGE.A2AP").await;
+    client
+        .refused_publish("$JS.API.CONSUMER.MSG.NEXT.A2AP.worker-general")
+        .await;
+    client
+        .refused_publish("$JS.API.CONSUMER.DELETE.A2AP.manager")
+        .await;
+    // ... and cannot write swarm state through the KV API either.
+    assert!(state.put("s1", Bytes::from_static(b"{}")).await.is_err());
+    client.expect_violation("$KV.swarms.s1").await;
+    // A manager cannot publish results or touch mission records.
+    manager.refused_publish(&subjects::result("s1", "t1")).await;
+    manager.refused_publish("$KV.missions.s1").await;
+    manager.refused_publish(&subjects::deploy("s4")).await;
+    // A boss cannot write swarm state or assign work.
+    boss.refused_publish("$KV.swarms.s1").await;
+    boss.refused_publish(&subjects::work("general", "s1", "t3"))
+        .await;
+    boss.refused_publish(&subjects::result("s1", "t1")).await;
+
+    // Nothing refused was stored.
+    let mut a2ap = client.js().get_stream(subjects::A2AP_STREAM).await.unwrap();
+    let stored = a2ap.info().await.unwrap().state.messages;
+    // deploy, work, progress x2, result, error, control
+    assert_eq!(
+        stored, 7,
+        "only the allowed messages are in the A2AP stream"
+    );
+}
