@@ -149,18 +149,26 @@ impl Intake {
             }
             Err(e) => return Err(internal("recording the mission", &e)),
         }
-        let ack = self
-            .infra
-            .js
-            .publish_with_headers(
-                subjects::mission_record(&swarm_id),
-                wire::headers(Codec::MsgPack, Some(&swarm_id)),
-                bytes,
-            )
-            .await
-            .map_err(|e| internal("recording the mission", &e))?
-            .await
-            .map_err(|e| internal("recording the mission", &e))?;
+        // While a stream's leader is being elected the publish fails for a
+        // moment: retry it (the message id keeps a retry from landing twice).
+        let ack = swarm_runtime::retry::retry(
+            || {
+                let js = self.infra.js.clone();
+                let bytes = bytes.clone();
+                let subject = subjects::mission_record(&swarm_id);
+                let headers = wire::headers(Codec::MsgPack, Some(&swarm_id));
+                async move {
+                    js.publish_with_headers(subject, headers, bytes)
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .await
+                        .map_err(|e| e.to_string())
+                }
+            },
+            |_| true,
+        )
+        .await
+        .map_err(|e| internal("recording the mission", &e))?;
         duplicate |= ack.duplicate;
         info!(%swarm_id, duplicate, "mission accepted");
         Ok(MissionReply {

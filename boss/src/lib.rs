@@ -109,6 +109,7 @@ async fn durable(
 
 /// Runs a boss replica until `shutdown` resolves.
 pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    swarm_runtime::health::starting();
     let client = config.nats.connect(&config.agent_id).await?;
     let infra = Infra::ensure(&client, config.replicas).await?;
 
@@ -167,6 +168,7 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
         .await
         .context("pulling reports")?;
     info!(agent_id = %config.agent_id, reports_dir = %config.reports_dir.display(), "boss ready");
+    swarm_runtime::health::started();
 
     let mut inflight = JoinSet::new();
     tokio::pin!(shutdown);
@@ -195,6 +197,7 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
         }
     }
     info!("boss draining");
+    swarm_runtime::health::stopping();
     let _ = endpoint.stop().await;
     let _ = service.stop().await;
     if tokio::time::timeout(config.drain_timeout, async {

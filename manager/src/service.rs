@@ -89,6 +89,7 @@ struct Ctx {
 /// Runs a manager replica until `shutdown` resolves, then finishes in-flight
 /// events within the drain timeout and drains the connection.
 pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    swarm_runtime::health::starting();
     let client = config.nats.connect(&config.agent_id).await?;
     let infra = Infra::ensure(&client, config.replicas).await?;
     let a2ap = infra.a2ap().await?;
@@ -128,6 +129,7 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
         report_budget: (client.server_info().max_payload / 2).max(64 * 1024),
     });
     info!(agent_id = %config.agent_id, "manager ready");
+    swarm_runtime::health::started();
     let sweeper = tokio::spawn(sweep_deadlines(ctx.clone()));
 
     let mut actors: HashMap<String, mpsc::UnboundedSender<jetstream::Message>> = HashMap::new();
@@ -158,6 +160,7 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
         }
     }
     info!("manager draining");
+    swarm_runtime::health::stopping();
     sweeper.abort();
     drop(actors);
     let drained = tokio::time::timeout(config.drain_timeout, async {
@@ -465,6 +468,8 @@ async fn handle_batch(
                 .unwrap_or(0);
             let waited_ms = (now_ns - info.published.unix_timestamp_nanos()) / 1_000_000;
             info!(delivered = info.delivered, seq = info.stream_sequence, waited_ms = waited_ms as i64, subject = %msg.subject, "taking over a redelivered event");
+            swarm_runtime::metrics::redelivered(subjects::MANAGER_CONSUMER);
+            swarm_runtime::metrics::takeover("event");
         }
         items.push(Item {
             index,

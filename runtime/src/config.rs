@@ -118,8 +118,15 @@ impl NatsArgs {
         if self.tls_required {
             opts = opts.require_tls(true);
         }
+        // A comma-separated list names several servers of one cluster.
+        let servers = self
+            .url
+            .split(',')
+            .map(|u| u.trim().parse::<async_nats::ServerAddr>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| connect_err(format!("not a server URL: {e}")))?;
         let client = opts
-            .connect(self.url.as_str())
+            .connect(servers)
             .await
             .map_err(|e| connect_err(e.to_string()))?;
         crate::version::check(&client.server_info().version)?;

@@ -129,6 +129,16 @@ impl Infra {
     /// Connects the JetStream context and creates (or updates) every stream
     /// and bucket, each with `replicas` copies.
     pub async fn ensure(client: &Client, replicas: usize) -> Result<Infra, RuntimeError> {
+        // A cluster that is still forming (or electing leaders) answers
+        // setup requests with timeouts for a while: retry those.
+        crate::retry::retry(
+            || Infra::ensure_once(client, replicas),
+            |e| matches!(e, RuntimeError::Setup { .. } | RuntimeError::NoJetStream(_)),
+        )
+        .await
+    }
+
+    async fn ensure_once(client: &Client, replicas: usize) -> Result<Infra, RuntimeError> {
         let js = jetstream::new(client.clone());
         js.query_account()
             .await

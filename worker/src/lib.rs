@@ -161,6 +161,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
     );
     let root = std::fs::canonicalize(&config.workspace_root)
         .with_context(|| format!("workspace root {}", config.workspace_root.display()))?;
+    swarm_runtime::health::starting();
     let client = config.nats.connect(&config.agent_id).await?;
     let infra = Infra::ensure(&client, config.replicas).await?;
     let a2ap = infra.a2ap().await?;
@@ -217,6 +218,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
         .context("subscribing to control messages")?;
     let control_watch = tokio::spawn(watch_control(ctx.clone(), control));
     info!(agent_id = %config.agent_id, pool = %config.pool, workspace = %root.display(), provider = ctx.provider.name(), "worker ready");
+    swarm_runtime::health::started();
 
     let permits = Arc::new(Semaphore::new(concurrency));
     let mut running = JoinSet::new();
@@ -254,6 +256,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
         while running.try_join_next().is_some() {}
     }
     info!("worker draining");
+    swarm_runtime::health::stopping();
     control_watch.abort();
     if tokio::time::timeout(config.drain_timeout, async {
         while running.join_next().await.is_some() {}
@@ -299,6 +302,16 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message) {
     // A task whose worker died on it (or never finished in time) at every
     // delivery fails instead of killing workers forever.
     let delivered = msg.info().map(|i| i.delivered).unwrap_or(1);
+    if delivered > 1 {
+        swarm_runtime::metrics::redelivered(&format!(
+            "worker-{}",
+            subjects::Subject::parse(&msg.subject).map_or("", |s| match s {
+                Subject::Work { pool, .. } => pool,
+                _ => "",
+            })
+        ));
+        swarm_runtime::metrics::takeover("task");
+    }
     if delivered > i64::from(env.body.max_attempts.max(1)) {
         let error = ErrorBody::new(
             ErrorCode::LimitExceeded,
@@ -490,6 +503,34 @@ async fn context_items(ctx: &Ctx, a: &TaskAssignment) -> anyhow::Result<Vec<Cont
     Ok(items)
 }
 
+/// A task counted as in flight for the metrics until it finishes; one that
+/// ends any other way (cancelled, an error) is counted as `stopped`.
+struct InFlight {
+    started: std::time::Instant,
+    status: Option<String>,
+}
+
+impl InFlight {
+    fn start() -> Self {
+        swarm_runtime::metrics::task_started();
+        Self {
+            started: std::time::Instant::now(),
+            status: None,
+        }
+    }
+
+    fn finish(&mut self, status: &str) {
+        self.status = Some(status.to_string());
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let status = self.status.as_deref().unwrap_or("stopped");
+        swarm_runtime::metrics::task_finished(status, self.started.elapsed().as_secs_f64());
+    }
+}
+
 /// Runs the agent loop through the step journal, and through as many rounds
 /// as the task has questions for a person: a question parks the task
 /// (`InputRequired`) until `swarm answer` gives the answer, which goes back
@@ -608,6 +649,7 @@ async fn wait_for_answer(
 async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyhow::Result<()> {
     let a = &env.body;
     let started_at = Utc::now();
+    let mut in_flight = InFlight::start();
     info!(swarm_id = %env.swarm_id, task_id = %a.task_id, attempt = a.attempt, revision = a.revision, "task started");
     progress(
         ctx,
@@ -710,6 +752,15 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
     };
     let completed_at = Utc::now();
     let status = outcome.status;
+    let m = |k: &str| outcome.metrics.get(k).copied().unwrap_or(0.0) as u64;
+    if m("input_tokens") + m("output_tokens") > 0 {
+        swarm_runtime::metrics::llm_tokens(
+            &outcome.provider,
+            m("input_tokens"),
+            m("output_tokens"),
+        );
+    }
+    in_flight.finish(&format!("{status:?}").to_lowercase());
     let submission = ResultSubmission {
         task_id: a.task_id.clone(),
         status,
