@@ -9,6 +9,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests report failure by panicking
 
+mod common;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -251,8 +253,24 @@ async fn a_mission_completes_on_a_three_node_cluster_configured_like_the_manifes
     let violations: Vec<&str> = logs.lines().filter(|l| l.contains("Violation")).collect();
     assert!(violations.is_empty(), "{violations:#?}");
 
-    // A node dies (the roles use node 0, as pods use the Service): with
-    // three replicas the cluster elects new leaders and goes on.
+    // A node dies mid-mission (the roles use node 0, as pods use the
+    // Service): with three replicas the cluster elects new leaders and the
+    // mission in flight goes on.
+    let in_flight = swarm_cli::client::submit(
+        &client,
+        &common::mission(
+            "in flight while a node dies",
+            vec![
+                common::task("one", &common::sleep(1500), &[]),
+                common::task("two", &common::sleep(1500), &["one"]),
+                common::task("three", &common::echo("three"), &["two"]),
+            ],
+        ),
+        Duration::from_secs(20),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
     nats.kill(2);
     // Until the streams led by the dead node elect new leaders, JetStream
     // does not answer for them (the boss then refuses a mission as
@@ -292,6 +310,17 @@ async fn a_mission_completes_on_a_three_node_cluster_configured_like_the_manifes
     .unwrap();
     let report = follow(&client, &reply.swarm_id).await;
     assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
+    let report = follow(&client, &in_flight.swarm_id).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
+    assert_eq!(
+        report
+            .task_results
+            .iter()
+            .find(|t| t.task_id == "three")
+            .unwrap()
+            .result,
+        "three"
+    );
     nats.restart(2).unwrap();
 }
 
