@@ -449,6 +449,10 @@ pub struct ResultSubmission {
     /// Why the task failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorBody>,
+    /// The verdicts of the task's gates inside the worker's loop (failures
+    /// the model then corrected included).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gate_verdicts: Vec<GateVerdict>,
 }
 
 impl Payload for ResultSubmission {

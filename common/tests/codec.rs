@@ -191,6 +191,12 @@ fn submission() -> ResultSubmission {
             ("elapsed_ms", 750.25),
         ]),
         error: Some(error_body()),
+        gate_verdicts: vec![GateVerdict {
+            gate: "length".into(),
+            passed: false,
+            reason: "too long".into(),
+            revision: 1,
+        }],
     }
 }
 

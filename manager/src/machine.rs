@@ -22,8 +22,8 @@ pub enum Event {
     Result {
         /// Stream sequence of the submission.
         seq: u64,
-        /// The submission.
-        submission: ResultSubmission,
+        /// The submission (boxed: far larger than the other events).
+        submission: Box<ResultSubmission>,
         /// Verdicts of the checks that need I/O, made before the event is
         /// applied: the task's own gates and the model reviewer, if any.
         review: Vec<GateVerdict>,
@@ -165,7 +165,7 @@ pub fn apply(state: &mut SwarmState, seq: u64, event: Event, now: DateTime<Utc>)
             seq: rseq,
             submission,
             review,
-        } => on_result(state, rseq, submission, review, now, &mut commands),
+        } => on_result(state, rseq, *submission, review, now, &mut commands),
         Event::TaskError {
             task_id,
             attempt,
@@ -320,6 +320,13 @@ fn on_result(
         });
         return fail_or_retry(state, i, error, max_attempts, now, commands);
     }
+    // The worker's own gate checks come first: they are the audit trail of
+    // how the model corrected itself before submitting.
+    task.gate_verdicts
+        .extend(sub.gate_verdicts.iter().cloned().map(|mut v| {
+            v.gate = format!("worker:{}", v.gate);
+            v
+        }));
     let mut verdicts = self::review(&sub, task, max_result);
     verdicts.extend(review.into_iter().map(|mut v| {
         v.revision = sub.revision;

@@ -337,7 +337,7 @@ fn decode(swarm_id: &str, msg: &jetstream::Message) -> Result<Incoming, ErrorBod
             }
             Ok(Incoming::Event(Event::Result {
                 seq,
-                submission: env.body,
+                submission: Box::new(env.body),
                 review: Vec::new(),
             }))
         }

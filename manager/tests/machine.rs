@@ -78,6 +78,7 @@ fn result(task_id: &str, attempt: u32, revision: u32, text: &str) -> ResultSubmi
         steps: vec![],
         metrics: Default::default(),
         error: None,
+        gate_verdicts: vec![],
     }
 }
 
@@ -87,7 +88,7 @@ fn submit(state: &mut SwarmState, seq: u64, r: ResultSubmission) -> machine::App
         seq,
         Event::Result {
             seq,
-            submission: r,
+            submission: Box::new(r),
             review: vec![],
         },
         now(),
@@ -344,7 +345,7 @@ fn a_model_reviewer_rejection_becomes_a_revision_with_its_feedback() {
         2,
         Event::Result {
             seq: 2,
-            submission: result("a", 1, 0, "12 words"),
+            submission: Box::new(result("a", 1, 0, "12 words")),
             review: vec![verdict],
         },
         now(),

@@ -1,9 +1,10 @@
 //! Real agents end to end: the boss, manager and worker binaries talk to a
 //! scripted language model ([`MockLlm`]) over the OpenAI and Anthropic wire
 //! formats. Model planning with corrections, tool calls over several steps,
-//! manager review with a revision, the model's summary, budgets, approvals,
-//! input requests and provider faults, each asserted on the final report
-//! and on what the model was sent.
+//! a gate's reason sent back, manager review with a revision, the model's
+//! summary, a whole mission on Anthropic, budgets, approvals, input requests
+//! and provider faults, each asserted on the final report and on what the
+//! model was sent.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests report failure by panicking
 
@@ -49,7 +50,8 @@ impl Roles {
 
 /// A cluster of one boss, one manager and one worker in which `roles` ask
 /// `llm` over the OpenAI wire format (the others stay offline), with
-/// `extra` environment.
+/// `extra` environment. [`cluster_with`] takes the provider's environment;
+/// with no `roles` it applies to every role.
 async fn cluster(
     llm: &MockLlm,
     roles: &[Roles],
@@ -72,7 +74,8 @@ async fn cluster_with(
         .workspace(workspace);
     let mut kind = String::new();
     for (k, v) in provider_env {
-        if k == "SWARM_PROVIDER" {
+        // With no roles named, `SWARM_PROVIDER` stays as it is: every role.
+        if k == "SWARM_PROVIDER" && !roles.is_empty() {
             kind = v;
         } else {
             builder = builder.env(k, v);
@@ -781,6 +784,81 @@ async fn an_input_request_parks_the_task_until_a_person_answers() {
     assert!(
         text.contains("blue") && text.contains("Which colour"),
         "{text}"
+    );
+}
+
+// ---------------------------------------------------------------- every role
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_mission_on_anthropic_is_planned_worked_reviewed_and_summarized() {
+    const COUNTER: &str = "You count words.";
+    let llm = MockLlm::start().await;
+    let plan = json!({
+        "manager_directive": "Count the words and accept an exact count.",
+        "workers": [{"name": "counter", "role": "word counter", "system_prompt": COUNTER,
+                     "tools": ["read_file", "count"]}],
+        "tasks": [{"task_id": "words", "title": "Count words",
+                   "description": "Count the words in notes.txt", "assigned_to": "counter"}]
+    });
+    llm.add(
+        Rule::new("planner", Match::new().system_contains(PLANNER)).reply(Reply::json_text(&plan)),
+    );
+    llm.add(
+        Rule::new("reviewer", Match::new().system_contains(REVIEWER))
+            .then_always(Reply::json_text(&json!({"approved": true}))),
+    );
+    llm.add(
+        Rule::new("summarizer", Match::new().system_contains(SUMMARIZER)).then_always(
+            Reply::json_text(&json!({"summary": "MOCK: notes.txt has 5 words.", "insights": []})),
+        ),
+    );
+    llm.add(
+        Rule::new("worker", Match::new().system_contains(COUNTER))
+            .reply(Reply::tool_call("read_file", json!({"path": "notes.txt"})))
+            .reply(Reply::text("5 words")),
+    );
+    let ws = workspace();
+    let model = "claude-sonnet-4-5";
+    let cluster = cluster_with(llm.anthropic_env(model), &[], &[], ws.path()).await;
+    let nc = cluster.client().await;
+    let id = submit_json(&nc, &json!({"mission": "How many words are in notes.txt?"})).await;
+    let report = report(&cluster, &llm, &nc, &id).await;
+
+    assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
+    let t = only_task(&report);
+    assert_eq!(t.result, "5 words");
+    assert_eq!(t.provider, format!("anthropic:{model}"));
+    assert_eq!(report.summary, "MOCK: notes.txt has 5 words.");
+    for (rule, calls) in [
+        ("planner", 1),
+        ("worker", 2),
+        ("reviewer", 1),
+        ("summarizer", 1),
+    ] {
+        assert_eq!(
+            llm.requests_for(rule).len(),
+            calls,
+            "{rule}: {}",
+            llm.describe_requests()
+        );
+    }
+    for r in llm.requests() {
+        assert_eq!(r.path, "/v1/messages");
+        assert_eq!(r.body["model"], model);
+        assert!(
+            r.body["system"].is_string(),
+            "the system prompt is `system`"
+        );
+    }
+    let worker = llm.requests_for("worker");
+    assert_eq!(
+        worker[1].tool_results()[0].1,
+        "alpha beta gamma delta epsilon\n"
+    );
+    let offered = worker[0].tool_names();
+    assert!(
+        offered.contains(&"read_file".to_string()) && !offered.contains(&"calc".to_string()),
+        "the persona's tools only: {offered:?}"
     );
 }
 

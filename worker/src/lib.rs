@@ -540,9 +540,10 @@ async fn run_rounds(
     env: &Envelope<TaskAssignment>,
     mut task: AgentTask,
     events: &mpsc::UnboundedSender<AgentEvent>,
-) -> anyhow::Result<AgentOutcome> {
+) -> anyhow::Result<(AgentOutcome, Vec<swarm_common::GateVerdict>)> {
     let a = &env.body;
     let mut round = 0;
+    let mut verdicts = Vec::new();
     loop {
         let journal = journal::Journal::open(
             ctx.infra.journal.clone(),
@@ -581,10 +582,12 @@ async fn run_rounds(
         outcome
             .metrics
             .insert("journal_recorded".into(), journal.recorded() as f64);
+        verdicts.extend(run.gate_verdicts);
         let question = match (outcome.status, run.question) {
             (TaskStatus::InputRequired, Some(q)) => q,
-            _ => return Ok(outcome),
+            _ => return Ok((outcome, verdicts)),
         };
+        ask(ctx, &env.swarm_id, &a.task_id, &question).await?;
         progress(
             ctx,
             env,
@@ -604,14 +607,10 @@ async fn run_rounds(
     }
 }
 
-/// Stores the task's question in the `inputs` bucket and waits for its answer.
-async fn wait_for_answer(
-    ctx: &Ctx,
-    swarm_id: &str,
-    task_id: &str,
-    question: &str,
-) -> anyhow::Result<String> {
-    let key = format!("{swarm_id}.{task_id}");
+/// Stores the task's question in the `inputs` bucket, where `swarm answer`
+/// finds it. Done before the question is announced, so a person who answers
+/// at once finds it there.
+async fn ask(ctx: &Ctx, swarm_id: &str, task_id: &str, question: &str) -> anyhow::Result<()> {
     let record = InputRecord {
         swarm_id: swarm_id.to_string(),
         task_id: task_id.to_string(),
@@ -625,9 +624,20 @@ async fn wait_for_answer(
     let bytes = bytes::Bytes::from(swarm_common::Codec::MsgPack.encode(&record)?);
     ctx.infra
         .inputs
-        .put(&key, bytes)
+        .put(format!("{swarm_id}.{task_id}"), bytes)
         .await
         .context("storing the question")?;
+    Ok(())
+}
+
+/// Waits for the answer to the question stored by [`ask`].
+async fn wait_for_answer(
+    ctx: &Ctx,
+    swarm_id: &str,
+    task_id: &str,
+    question: &str,
+) -> anyhow::Result<String> {
+    let key = format!("{swarm_id}.{task_id}");
     let mut watch = ctx
         .infra
         .inputs
@@ -660,13 +670,16 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
         vec![],
     )
     .await;
-    let failed = |code: ErrorCode, message: String| AgentOutcome {
-        status: TaskStatus::Failed,
-        result: String::new(),
-        steps: Vec::new(),
-        metrics: Default::default(),
-        error: Some(ErrorBody::new(code, message)),
-        provider: ctx.provider.name().to_string(),
+    let failed = |code: ErrorCode, message: String| {
+        let outcome = AgentOutcome {
+            status: TaskStatus::Failed,
+            result: String::new(),
+            steps: Vec::new(),
+            metrics: Default::default(),
+            error: Some(ErrorBody::new(code, message)),
+            provider: ctx.provider.name().to_string(),
+        };
+        (outcome, Vec::new())
     };
     let mut cancel = ctx.cancel_flag(&env.swarm_id);
     let outcome = if *cancel.borrow() {
@@ -737,7 +750,7 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
     };
     drop(cancel);
     ctx.release(&env.swarm_id);
-    let Some(outcome) = outcome else {
+    let Some((outcome, gate_verdicts)) = outcome else {
         info!(swarm_id = %env.swarm_id, task_id = %a.task_id, "task stopped: its swarm was cancelled");
         progress(
             ctx,
@@ -780,6 +793,7 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
             m
         },
         error: outcome.error,
+        gate_verdicts,
     };
     let bytes = submission.result.len();
     let usage: Vec<(&str, f64)> = ["input_tokens", "output_tokens", "cost_usd"]
