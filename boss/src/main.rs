@@ -36,16 +36,8 @@ struct Cli {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    swarm_runtime::telemetry::init(cli.common.log_format);
-    swarm_runtime::health::spawn(
-        &cli.health,
-        cli.common.nats.clone(),
-        "boss",
-        "boss-health".into(),
-    )
-    .await?;
-    let mut config =
-        swarm_boss::BossConfig::new(cli.common.nats.clone(), cli.common.agent_id("boss"));
+    let agent_id = swarm_runtime::start_role(&cli.common, &cli.health, "boss").await?;
+    let mut config = swarm_boss::BossConfig::new(cli.common.nats.clone(), agent_id);
     config.reports_dir = cli.reports_dir;
     config.replicas = cli.replicas;
     config.drain_timeout = cli.common.drain_timeout();

@@ -40,19 +40,7 @@ impl Planner {
         {
             Ok(r) => r,
             Err(e) => {
-                if wire::dead_letter(
-                    &self.infra.js,
-                    "boss",
-                    &msg.subject,
-                    e,
-                    &msg.payload,
-                    &self.agent_id,
-                )
-                .await
-                .is_ok()
-                {
-                    let _ = msg.ack_with(AckKind::Term).await;
-                }
+                wire::reject(&self.infra.js, "boss", &msg, e, &self.agent_id).await;
                 return;
             }
         };

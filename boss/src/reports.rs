@@ -67,19 +67,7 @@ impl Reporter {
     }
 
     async fn reject(&self, msg: &jetstream::Message, e: swarm_common::ErrorBody) {
-        if wire::dead_letter(
-            &self.infra.js,
-            "boss",
-            &msg.subject,
-            e,
-            &msg.payload,
-            &self.agent_id,
-        )
-        .await
-        .is_ok()
-        {
-            let _ = msg.ack_with(AckKind::Term).await;
-        }
+        wire::reject(&self.infra.js, "boss", msg, e, &self.agent_id).await;
     }
 
     async fn render(&self, swarm_id: &str, final_report: &FinalReport) -> anyhow::Result<PathBuf> {

@@ -30,16 +30,8 @@ struct Cli {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    swarm_runtime::telemetry::init(cli.common.log_format);
-    swarm_runtime::health::spawn(
-        &cli.health,
-        cli.common.nats.clone(),
-        "manager",
-        "manager-health".into(),
-    )
-    .await?;
-    let mut config =
-        swarm_manager::ManagerConfig::new(cli.common.nats.clone(), cli.common.agent_id("manager"));
+    let agent_id = swarm_runtime::start_role(&cli.common, &cli.health, "manager").await?;
+    let mut config = swarm_manager::ManagerConfig::new(cli.common.nats.clone(), agent_id);
     config.drain_timeout = cli.common.drain_timeout();
     config.replicas = cli.replicas;
     config.ack_wait = Duration::from_secs(cli.ack_wait);

@@ -207,24 +207,7 @@ async fn route(
 
 /// Records an undecodable or misplaced message as a dead letter and stops its redelivery.
 async fn reject(ctx: &Ctx, msg: &jetstream::Message, reason: ErrorBody) {
-    if let Err(e) = wire::dead_letter(
-        &ctx.infra.js,
-        "manager",
-        &msg.subject,
-        reason,
-        &msg.payload,
-        &ctx.agent_id,
-    )
-    .await
-    {
-        // Not recorded: leave it for redelivery rather than lose it.
-        warn!(error = %e, "cannot record dead letter; will retry");
-        let _ = msg
-            .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
-            .await;
-        return;
-    }
-    let _ = msg.ack_with(AckKind::Term).await;
+    wire::reject(&ctx.infra.js, "manager", msg, reason, &ctx.agent_id).await;
 }
 
 /// The cached state of one swarm and the KV revision it was read at.

@@ -146,80 +146,69 @@ impl Infra {
         for cfg in stream_configs(replicas) {
             ensure_stream(&js, cfg).await?;
         }
+        let day = Duration::from_secs(24 * 3600);
+        let bucket = |name: &str, description: &str, max_age: Duration| kv::Config {
+            bucket: name.into(),
+            description: description.into(),
+            history: 1,
+            storage: stream::StorageType::File,
+            num_replicas: replicas,
+            max_age,
+            ..Default::default()
+        };
         let swarms = ensure_kv(
             &js,
-            kv::Config {
-                bucket: subjects::SWARMS_BUCKET.into(),
-                description: "SwarmState by swarm id".into(),
-                history: 1,
-                storage: stream::StorageType::File,
-                num_replicas: replicas,
-                ..Default::default()
-            },
+            bucket(
+                subjects::SWARMS_BUCKET,
+                "SwarmState by swarm id",
+                Duration::ZERO,
+            ),
         )
         .await?;
         let missions = ensure_kv(
             &js,
-            kv::Config {
-                bucket: subjects::MISSIONS_BUCKET.into(),
-                description: "MissionRecord by swarm id".into(),
-                history: 1,
-                storage: stream::StorageType::File,
-                num_replicas: replicas,
-                ..Default::default()
-            },
+            bucket(
+                subjects::MISSIONS_BUCKET,
+                "MissionRecord by swarm id",
+                Duration::ZERO,
+            ),
         )
         .await?;
+        // A journal only matters while its task may be redelivered.
         let journal = ensure_kv(
             &js,
-            kv::Config {
-                bucket: subjects::JOURNAL_BUCKET.into(),
-                description: "Agent-loop steps by swarm, task, attempt, revision and step".into(),
-                history: 1,
-                storage: stream::StorageType::File,
-                num_replicas: replicas,
-                // A journal only matters while its task may be redelivered.
-                max_age: Duration::from_secs(7 * 24 * 3600),
-                ..Default::default()
-            },
+            bucket(
+                subjects::JOURNAL_BUCKET,
+                "Agent-loop steps by swarm, task, attempt, revision and step",
+                7 * day,
+            ),
         )
         .await?;
         let approvals = ensure_kv(
             &js,
-            kv::Config {
-                bucket: subjects::APPROVALS_BUCKET.into(),
-                description: "Approval requests of destructive tool calls by approval id".into(),
-                history: 1,
-                storage: stream::StorageType::File,
-                num_replicas: replicas,
-                max_age: Duration::from_secs(30 * 24 * 3600),
-                ..Default::default()
-            },
+            bucket(
+                subjects::APPROVALS_BUCKET,
+                "Approval requests of destructive tool calls by approval id",
+                30 * day,
+            ),
         )
         .await?;
         let memory = ensure_kv(
             &js,
-            kv::Config {
-                bucket: subjects::MEMORY_BUCKET.into(),
-                description: "Agent memory: <swarm or shared>.<key>".into(),
-                history: 1,
-                storage: stream::StorageType::File,
-                num_replicas: replicas,
-                ..Default::default()
-            },
+            bucket(
+                subjects::MEMORY_BUCKET,
+                "Agent memory: <swarm or shared>.<key>",
+                Duration::ZERO,
+            ),
         )
         .await?;
         let inputs = ensure_kv(
             &js,
-            kv::Config {
-                bucket: subjects::INPUTS_BUCKET.into(),
-                description: "Questions tasks ask people, by <swarm>.<task>".into(),
-                history: 1,
-                storage: stream::StorageType::File,
-                num_replicas: replicas,
-                max_age: Duration::from_secs(30 * 24 * 3600),
-                ..Default::default()
-            },
+            bucket(
+                subjects::INPUTS_BUCKET,
+                "Questions tasks ask people, by <swarm>.<task>",
+                30 * day,
+            ),
         )
         .await?;
         let reports = match js.get_object_store(subjects::REPORTS_BUCKET).await {

@@ -68,3 +68,16 @@ pub enum RuntimeError {
     #[error(transparent)]
     Codec(#[from] swarm_common::CodecError),
 }
+
+/// What every role binary does before its `run`: logs in the chosen
+/// format, metrics, and the health server (when its port is set). Returns
+/// the process's agent id.
+pub async fn start_role(
+    common: &CommonArgs,
+    health: &health::HealthArgs,
+    role: &str,
+) -> Result<String, RuntimeError> {
+    telemetry::init(common.log_format);
+    health::spawn(health, common.nats.clone(), role, format!("{role}-health")).await?;
+    Ok(common.agent_id(role))
+}

@@ -118,3 +118,28 @@ pub async fn dead_letter(
     .map_err(|e| RuntimeError::Nats(e.to_string()))?;
     Ok(())
 }
+
+/// Gives up on a JetStream message that can never be processed: records it
+/// as a dead letter from `source` and stops its redelivery; if the dead
+/// letter cannot be recorded, the message is left for redelivery instead,
+/// so nothing is dropped unrecorded.
+pub async fn reject(
+    js: &Context,
+    source: &str,
+    msg: &async_nats::jetstream::Message,
+    reason: ErrorBody,
+    recorded_by: &str,
+) {
+    use async_nats::jetstream::AckKind;
+    match dead_letter(js, source, &msg.subject, reason, &msg.payload, recorded_by).await {
+        Ok(()) => {
+            let _ = msg.ack_with(AckKind::Term).await;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot record a dead letter; the message will be redelivered");
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(std::time::Duration::from_secs(1))))
+                .await;
+        }
+    }
+}

@@ -9,6 +9,7 @@
 // A test-support crate reports misuse by panicking, as the tests using it do.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod binary;
 mod cluster;
 mod llm;
 mod nats;

@@ -422,26 +422,7 @@ async fn reject(ctx: &Ctx, msg: &jetstream::Message, task: Option<(&str, &str)>,
             return;
         }
     }
-    match wire::dead_letter(
-        &ctx.infra.js,
-        "worker",
-        &msg.subject,
-        error,
-        &msg.payload,
-        &ctx.agent_id,
-    )
-    .await
-    {
-        Ok(()) => {
-            let _ = msg.ack_with(AckKind::Term).await;
-        }
-        Err(e) => {
-            warn!(error = %e, "cannot record dead letter; will retry");
-            let _ = msg
-                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
-                .await;
-        }
-    }
+    wire::reject(&ctx.infra.js, "worker", msg, error, &ctx.agent_id).await;
 }
 
 async fn progress(

@@ -46,16 +46,8 @@ struct Cli {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    swarm_runtime::telemetry::init(cli.common.log_format);
-    swarm_runtime::health::spawn(
-        &cli.health,
-        cli.common.nats.clone(),
-        "worker",
-        "worker-health".into(),
-    )
-    .await?;
-    let mut config =
-        swarm_worker::WorkerConfig::new(cli.common.nats.clone(), cli.common.agent_id("worker"));
+    let agent_id = swarm_runtime::start_role(&cli.common, &cli.health, "worker").await?;
+    let mut config = swarm_worker::WorkerConfig::new(cli.common.nats.clone(), agent_id);
     config.pool = cli.pool;
     config.workspace_root = cli.workspace_root;
     config.concurrency = cli.concurrency;
