@@ -22,6 +22,9 @@ struct Cli {
     /// The model that reviews results and summarises reports (`offline`: rule-based review only).
     #[command(flatten)]
     provider: swarm_agent::provider::ProviderArgs,
+    /// Most swarms this replica works on at once (the rest wait for a replica with room).
+    #[arg(long, env = "SWARM_MANAGER_MAX_SWARMS", default_value_t = 1000)]
+    max_swarms: usize,
     /// Let tasks' `command` gates run programs on this host.
     #[arg(long, env = "SWARM_ALLOW_COMMAND_GATES")]
     allow_command_gates: bool,
@@ -35,6 +38,7 @@ async fn main() -> anyhow::Result<()> {
     config.drain_timeout = cli.common.drain_timeout();
     config.replicas = cli.replicas;
     config.ack_wait = Duration::from_secs(cli.ack_wait);
+    config.max_swarms = cli.max_swarms.max(1);
     let provider = cli.provider.config_for_role("MANAGER")?;
     if provider.kind != swarm_agent::provider::ProviderKind::Offline {
         config.reviewer = Some(provider.build()?);

@@ -53,6 +53,8 @@ pub struct ManagerConfig {
     pub replicas: usize,
     /// How long the server waits for an ack before redelivering an event.
     pub ack_wait: Duration,
+    /// Most swarms this replica works on at once.
+    pub max_swarms: usize,
     /// The model that reviews results and summarises reports; `None`: the
     /// rule-based review and the deterministic summary only.
     pub reviewer: Option<Arc<dyn Provider>>,
@@ -69,6 +71,7 @@ impl ManagerConfig {
             drain_timeout: Duration::from_secs(10),
             replicas: 1,
             ack_wait: Duration::from_secs(10),
+            max_swarms: 1000,
             reviewer: None,
             gate_options: GateOptions::default(),
         }
@@ -155,7 +158,7 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
                     warn!(error = %e, "pulling manager events failed; retrying");
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
-                Some(Ok(msg)) => route(&ctx, &mut actors, &mut running, msg).await,
+                Some(Ok(msg)) => route(&ctx, &mut actors, &mut running, msg, config.max_swarms).await,
             }
         }
     }
@@ -179,6 +182,7 @@ async fn route(
     actors: &mut HashMap<String, mpsc::UnboundedSender<jetstream::Message>>,
     running: &mut JoinSet<String>,
     msg: jetstream::Message,
+    max_swarms: usize,
 ) {
     let swarm_id = match Subject::parse(&msg.subject) {
         Some(s) if subjects::is_token(s.swarm_id()) => s.swarm_id().to_string(),
@@ -198,6 +202,15 @@ async fn route(
             Err(mpsc::error::SendError(m)) => msg = m,
         }
     }
+    if running.len() >= max_swarms {
+        // At capacity: a new swarm goes back to the stream, for a replica
+        // with room (or this one, once an idle swarm's actor has ended).
+        debug!(%swarm_id, "at capacity; leaving the swarm to another replica");
+        let _ = msg
+            .ack_with(AckKind::Nak(Some(Duration::from_millis(500))))
+            .await;
+        return;
+    }
     let (tx, rx) = mpsc::unbounded_channel();
     let _ = tx.send(msg);
     actors.insert(swarm_id.clone(), tx);
@@ -216,6 +229,9 @@ struct Cached {
     revision: u64,
 }
 
+/// How long a swarm's actor waits for its next event before it ends.
+const ACTOR_IDLE: Duration = Duration::from_secs(2);
+
 /// Most events of one swarm applied with one state write.
 const MAX_BATCH: usize = 256;
 
@@ -225,7 +241,17 @@ async fn actor(
     mut rx: mpsc::UnboundedReceiver<jetstream::Message>,
 ) -> String {
     let mut cache: Option<Cached> = None;
-    while let Some(first) = rx.recv().await {
+    loop {
+        // An actor idle for a while ends (after what is still queued), so a
+        // replica at capacity frees room for swarms that have events.
+        let first = match tokio::time::timeout(ACTOR_IDLE, rx.recv()).await {
+            Ok(Some(m)) => m,
+            Ok(None) => break,
+            Err(_) => {
+                rx.close();
+                continue;
+            }
+        };
         // Whatever queued up while the last batch was being stored goes into
         // this one: a fan-in of many results costs one state write, not many.
         let mut batch = vec![first];

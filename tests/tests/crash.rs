@@ -450,3 +450,32 @@ async fn a_mission_recorded_by_a_boss_that_died_is_planned_by_another() {
         .unwrap();
     assert_eq!(record.status, MissionStatus::Reported);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_at_capacity_still_finishes_every_swarm() {
+    // One swarm at a time: the others wait in the stream until it is idle.
+    let cluster = fast_redelivery()
+        .env("SWARM_MANAGER_MAX_SWARMS", "1")
+        .bosses(1)
+        .managers(1)
+        .workers(2)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let mut swarms = Vec::new();
+    for i in 0..3 {
+        let m = common::mission(
+            &format!("capacity {i}"),
+            vec![
+                common::task("a", &common::sleep(200), &[]),
+                common::task("b", &common::echo("b"), &["a"]),
+            ],
+        );
+        swarms.push(common::submit(&nc, &m).await);
+    }
+    for swarm_id in &swarms {
+        let report = common::final_report(&cluster, &nc, swarm_id, 90).await;
+        assert_eq!(report.overall_status, SwarmStatus::Completed);
+    }
+}
