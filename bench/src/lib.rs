@@ -1,1 +1,263 @@
-//! Swarm benchmarks (being written).
+//! Benchmarks of Swarm: whole local clusters (nats-server and the boss,
+//! manager and worker binaries as real processes) driven with explicit plans
+//! of `echo` tool calls, so no model time is counted, and every figure
+//! printed beside the floor (request/reply, publish-ack, KV compare-and-swap)
+//! measured on the same server in the same run.
+//!
+//! Run it with `cargo bench -p swarm-bench` (everything) or
+//! `cargo run --release -p swarm-bench -- <scenario> [--quick]`; see
+//! BENCHMARKS.md for the method and the figures.
+
+pub mod cluster;
+pub mod floor;
+pub mod plans;
+pub mod scenarios;
+pub mod stats;
+pub mod table;
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, ValueEnum};
+
+use crate::cluster::{BenchCluster, BuildPolicy, ClusterSpec, SyncMode};
+use crate::scenarios::Scale;
+use crate::table::Table;
+
+/// A scenario to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// Every scenario below.
+    All,
+    /// Request/reply, publish-ack and KV compare-and-swap on a bare server.
+    Floor,
+    /// A one-task mission's round trip.
+    OneTask,
+    /// 200 independent tasks and one that depends on them all.
+    FanOut,
+    /// 50 tasks, each depending on the one before.
+    Chain,
+    /// Many concurrent missions of 10 tasks.
+    Sustained,
+    /// Time, KV bytes and CPU per task for missions of 10 to 1,000 tasks.
+    Growth,
+    /// Managers' memory per active swarm.
+    Memory,
+    /// SIGKILL of a manager while swarms run.
+    Failover,
+}
+
+/// Which server configurations to run under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SyncArg {
+    /// The dev `nats.conf` only.
+    Default,
+    /// `sync_interval: always` only.
+    Always,
+    /// Both, one after the other.
+    Both,
+}
+
+/// The benchmark's command line.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "swarm-bench",
+    about = "Benchmarks of a local Swarm against the NATS floor"
+)]
+pub struct Args {
+    /// Scenarios to run.
+    #[arg(value_enum, default_value = "all")]
+    pub scenarios: Vec<Scenario>,
+    /// A smoke run: every scenario small (well under a minute for all).
+    #[arg(long)]
+    pub quick: bool,
+    /// Server configuration(s).
+    #[arg(long, value_enum, default_value = "both")]
+    pub sync: SyncArg,
+    /// Missions of the sustained load (default 1,000; 20 with --quick).
+    #[arg(long)]
+    pub missions: Option<usize>,
+    /// Also run the growth scenario with a mission of 10,000 tasks (measured
+    /// as far as it gets within --huge-cap seconds).
+    #[arg(long)]
+    pub huge: bool,
+    /// Seconds a 10,000-task growth mission may run.
+    #[arg(long, default_value_t = 120)]
+    pub huge_cap: u64,
+    /// Manager ack_wait(s) in seconds for the failover scenario (default 1 and 30; 1 with --quick).
+    #[arg(long, value_delimiter = ',')]
+    pub ack_wait: Option<Vec<u64>>,
+    /// Manager replicas (the failover scenario runs at least 2).
+    #[arg(long, default_value_t = 2)]
+    pub managers: usize,
+    /// Worker replicas.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// Extra environment for every role process, `KEY=VALUE` (repeatable),
+    /// e.g. `--env SWARM_WORKER_CONCURRENCY=32`.
+    #[arg(long = "env", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
+    /// Use the role binaries as they are; do not run `cargo build` for them first.
+    #[arg(long)]
+    pub no_build: bool,
+}
+
+impl Args {
+    /// The sizes the arguments ask for.
+    pub fn scale(&self) -> Scale {
+        let mut s = if self.quick {
+            Scale::quick()
+        } else {
+            Scale::full()
+        };
+        if let Some(m) = self.missions {
+            s.sustained_missions = m;
+        }
+        if self.huge {
+            s.growth.push(10_000);
+            s.huge_cap = Duration::from_secs(self.huge_cap);
+        }
+        if let Some(w) = &self.ack_wait {
+            s.failover_ack_waits = w.clone();
+        }
+        s
+    }
+
+    fn wants(&self, s: Scenario) -> bool {
+        self.scenarios.contains(&Scenario::All) || self.scenarios.contains(&s)
+    }
+
+    fn spec(&self, sync: SyncMode) -> ClusterSpec {
+        let mut spec = ClusterSpec::standard(sync);
+        spec.managers = self.managers.max(1);
+        spec.workers = self.workers.max(1);
+        spec.env.extend(self.env.iter().cloned());
+        spec
+    }
+
+    fn syncs(&self) -> Vec<SyncMode> {
+        match self.sync {
+            SyncArg::Default => vec![SyncMode::Default],
+            SyncArg::Always => vec![SyncMode::Always],
+            SyncArg::Both => vec![SyncMode::Default, SyncMode::Always],
+        }
+    }
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("{s:?} is not KEY=VALUE"))
+}
+
+fn emit(tables: &mut Vec<Table>, t: Table) {
+    println!("{t}");
+    tables.push(t);
+}
+
+/// Starts a cluster and measures its floor.
+async fn start(
+    spec: ClusterSpec,
+    bin_dir: &std::path::Path,
+    scale: &Scale,
+) -> anyhow::Result<(BenchCluster, floor::Floor)> {
+    let c = BenchCluster::start(spec, bin_dir).await?;
+    let f = tokio::time::timeout(
+        floor::TIMEOUT,
+        floor::measure(&c.client, &c.local.url(), scale.floor_samples),
+    )
+    .await
+    .context("measuring the floor timed out")??;
+    scenarios::warm_up(&c).await?;
+    Ok((c, f))
+}
+
+/// Runs the scenarios `args` asks for, printing each table as it is done,
+/// and returns the tables.
+pub async fn run(args: &Args, build: BuildPolicy) -> anyhow::Result<Vec<Table>> {
+    let bin_dir = cluster::bin_dir(if args.no_build {
+        BuildPolicy::Never
+    } else {
+        build
+    })?;
+    let scale = args.scale();
+    let mut tables = Vec::new();
+    println!(
+        "# swarm-bench{}: {} CPUs, {} manager(s), {} worker(s), binaries from {}\n",
+        if args.quick { " (quick)" } else { "" },
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        args.managers,
+        args.workers,
+        bin_dir.display()
+    );
+    for sync in args.syncs() {
+        let (one, fan, chain) = (
+            args.wants(Scenario::OneTask),
+            args.wants(Scenario::FanOut),
+            args.wants(Scenario::Chain),
+        );
+        if args.wants(Scenario::Floor) || one || fan || chain {
+            let (c, f) = start(args.spec(sync), &bin_dir, &scale).await?;
+            if args.wants(Scenario::Floor) {
+                emit(&mut tables, f.table(&sync.to_string()));
+            }
+            if one || fan || chain {
+                for t in scenarios::latency(&c, &f, &scale, one, fan, chain).await? {
+                    emit(&mut tables, t);
+                }
+            }
+            c.stop().await;
+        }
+        if args.wants(Scenario::Sustained) {
+            let (c, f) = start(args.spec(sync), &bin_dir, &scale).await?;
+            emit(&mut tables, scenarios::sustained(&c, &f, &scale).await?);
+            c.stop().await;
+        }
+        if args.wants(Scenario::Growth) {
+            let spec = args
+                .spec(sync)
+                .with_env("SWARM_MAX_TASKS", "20000")
+                .with_env("SWARM_MAX_MISSION_BYTES", (7 * 1024 * 1024).to_string());
+            let (c, f) = start(spec, &bin_dir, &scale).await?;
+            emit(&mut tables, scenarios::growth(&c, &f, &scale).await?);
+            c.stop().await;
+        }
+        if args.wants(Scenario::Memory) {
+            let (c, _) = start(args.spec(sync), &bin_dir, &scale).await?;
+            emit(&mut tables, scenarios::memory(&c, &scale).await?);
+            c.stop().await;
+        }
+        if args.wants(Scenario::Failover) {
+            let mut rows = Vec::new();
+            for &w in &scale.failover_ack_waits {
+                let mut spec = args
+                    .spec(sync)
+                    .with_env("SWARM_MANAGER_ACK_WAIT", w.to_string());
+                spec.managers = spec.managers.max(2);
+                let (mut c, _) = start(spec, &bin_dir, &scale).await?;
+                rows.push(scenarios::failover(&mut c, &scale, w).await?);
+                c.stop().await;
+            }
+            emit(&mut tables, scenarios::failover_table(sync, &scale, rows));
+        }
+    }
+    Ok(tables)
+}
+
+/// The entry point of the `swarm-bench` binary and the `cargo bench` target:
+/// parses `args` (the program name first), runs, and reports errors.
+pub fn main_with_args(
+    args: impl IntoIterator<Item = String>,
+    build: BuildPolicy,
+) -> anyhow::Result<()> {
+    let args = Args::parse_from(args);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let started = std::time::Instant::now();
+    runtime.block_on(run(&args, build))?;
+    println!("(done in {:.1} s)", started.elapsed().as_secs_f64());
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    Ok(())
+}

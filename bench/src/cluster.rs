@@ -1,0 +1,462 @@
+//! A local Swarm for one scenario: nats-server (dev configuration, or the
+//! same with `sync_interval: always`) and the boss, manager and worker
+//! binaries as real processes, plus a client that sees every `FinalReport`
+//! the moment it is published.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use futures::StreamExt;
+use swarm_cli::local::{LocalCluster, LocalOptions};
+use swarm_common::{FinalReport, mission::MissionRequest, subjects};
+use tokio::sync::oneshot;
+
+/// The dev nats-server configuration of this source tree.
+const DEV_NATS_CONF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../nats.conf");
+/// The packages whose binaries a cluster runs.
+const ROLE_PACKAGES: [&str; 3] = ["swarm-boss", "swarm-manager", "swarm-worker"];
+
+/// How JetStream writes reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncMode {
+    /// The dev `nats.conf`: the server's default sync (every 2 minutes; an
+    /// acknowledged write is in the OS page cache).
+    Default,
+    /// `sync_interval: always`: fsync before every acknowledgement.
+    Always,
+}
+
+impl fmt::Display for SyncMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SyncMode::Default => "default sync",
+            SyncMode::Always => "sync_interval: always",
+        })
+    }
+}
+
+/// When the role binaries are (re)built before a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildPolicy {
+    /// Run `cargo build` for them every time (a no-op when current).
+    Always,
+    /// Only if one is missing.
+    IfMissing,
+    /// Never: use what is in the bin dir.
+    Never,
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    /// Server configuration.
+    pub sync: SyncMode,
+    /// Manager replicas.
+    pub managers: usize,
+    /// Worker replicas.
+    pub workers: usize,
+    /// Extra environment for every role.
+    pub env: Vec<(String, String)>,
+}
+
+impl ClusterSpec {
+    /// `swarm up`'s topology (1 boss, 2 managers, 2 workers) on `sync`.
+    pub fn standard(sync: SyncMode) -> ClusterSpec {
+        ClusterSpec {
+            sync,
+            managers: 2,
+            workers: 2,
+            env: Vec::new(),
+        }
+    }
+
+    /// Adds an environment variable for every role.
+    pub fn with_env(mut self, key: &str, value: impl Into<String>) -> ClusterSpec {
+        self.env.push((key.to_owned(), value.into()));
+        self
+    }
+}
+
+/// The directory the role binaries are in: `SWARM_BIN_DIR`, else the cargo
+/// profile directory this program was built into (`target/release` for
+/// `cargo bench` and `cargo run --release`), building them there per `policy`.
+pub fn bin_dir(policy: BuildPolicy) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("SWARM_BIN_DIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    let exe = std::env::current_exe().context("cannot find this program's path")?;
+    let mut dir = exe
+        .parent()
+        .context("this program has no parent directory")?
+        .to_path_buf();
+    // Benches and tests run from `target/<profile>/deps/`.
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.pop();
+    }
+    let missing = ["boss", "manager", "worker"].iter().any(|b| {
+        !dir.join(format!("{b}{}", std::env::consts::EXE_SUFFIX))
+            .is_file()
+    });
+    let build = match policy {
+        BuildPolicy::Always => true,
+        BuildPolicy::IfMissing => missing,
+        BuildPolicy::Never => false,
+    };
+    if build {
+        build_roles(&dir)?;
+    }
+    Ok(dir)
+}
+
+/// `cargo build --bins` of the role packages into `profile_dir`'s profile.
+fn build_roles(profile_dir: &Path) -> anyhow::Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "build",
+        "--bins",
+        "--quiet",
+        "--manifest-path",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"),
+    ]);
+    for p in ROLE_PACKAGES {
+        cmd.args(["-p", p]);
+    }
+    match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => {}
+        Some("release") => {
+            cmd.arg("--release");
+        }
+        Some(other) => {
+            cmd.args(["--profile", other]);
+        }
+    }
+    if let Some(target) = profile_dir.parent() {
+        cmd.env("CARGO_TARGET_DIR", target);
+    }
+    eprintln!(
+        "building the role binaries into {} ...",
+        profile_dir.display()
+    );
+    let status = cmd.status().context("cannot run cargo")?;
+    if !status.success() {
+        bail!("building {} failed ({status})", ROLE_PACKAGES.join(", "));
+    }
+    Ok(())
+}
+
+/// A path from `from_dir` to the absolute `target` made of `..` steps up to
+/// the root and then `target`'s components: nats-server resolves `include`
+/// relative to the including file.
+fn relative_to_root(from_dir: &Path, target: &Path) -> PathBuf {
+    let mut rel = PathBuf::new();
+    for c in from_dir.components() {
+        if matches!(c, Component::Normal(_)) {
+            rel.push("..");
+        }
+    }
+    for c in target.components() {
+        if let Component::Normal(part) = c {
+            rel.push(part);
+        }
+    }
+    rel
+}
+
+/// Writes the server configuration for `sync` into `dir`; `None` means the
+/// dev configuration as it is.
+fn nats_conf(sync: SyncMode, dir: &Path) -> anyhow::Result<PathBuf> {
+    let dev = std::fs::canonicalize(DEV_NATS_CONF)
+        .with_context(|| format!("cannot find {DEV_NATS_CONF}"))?;
+    match sync {
+        SyncMode::Default => Ok(dev),
+        SyncMode::Always => {
+            let dir = std::fs::canonicalize(dir)?;
+            let path = dir.join("nats-sync-always.conf");
+            // A second `jetstream` block replaces the dev one: restate its limits.
+            let text = format!(
+                "# The dev configuration with an fsync before every acknowledgement.\n\
+                 include \"{}\"\n\
+                 jetstream {{\n    max_memory_store: 256MB\n    max_file_store: 8GB\n    sync_interval: always\n}}\n",
+                relative_to_root(&dir, &dev).display()
+            );
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+            Ok(path)
+        }
+    }
+}
+
+/// When a report arrived, and the report.
+#[derive(Debug)]
+pub struct Arrival {
+    /// When the client received it.
+    pub at: Instant,
+    /// The same, by the wall clock (to compare with the report's timestamps).
+    pub wall: chrono::DateTime<chrono::Utc>,
+    /// The report.
+    pub report: FinalReport,
+}
+
+/// One mission from submission to report.
+#[derive(Debug)]
+pub struct MissionRun {
+    /// From just before the request to the report's arrival (monotonic clock).
+    pub elapsed: Duration,
+    /// Wall clock just before the request.
+    pub submitted: chrono::DateTime<chrono::Utc>,
+    /// Wall clock when the report arrived.
+    pub arrived: chrono::DateTime<chrono::Utc>,
+    /// The report.
+    pub report: FinalReport,
+}
+
+enum Slot {
+    Waiting(oneshot::Sender<Arrival>),
+    Arrived(Arrival),
+}
+
+/// Every `FinalReport` published on the cluster, by swarm id, received on a
+/// plain (core NATS) subscription: no consumer to create per swarm, and no
+/// replay of the swarm's progress messages as `swarm_cli::client::watch` does.
+#[derive(Clone, Default)]
+pub struct Reports {
+    slots: Arc<Mutex<HashMap<String, Slot>>>,
+}
+
+impl Reports {
+    fn deliver(&self, swarm_id: String, arrival: Arrival) {
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        match slots.remove(&swarm_id) {
+            Some(Slot::Waiting(tx)) => {
+                // The waiter may have given up: nothing to do then.
+                let _ = tx.send(arrival);
+            }
+            Some(Slot::Arrived(first)) => {
+                // A duplicate report: keep the first.
+                slots.insert(swarm_id, Slot::Arrived(first));
+            }
+            None => {
+                slots.insert(swarm_id, Slot::Arrived(arrival));
+            }
+        }
+    }
+
+    /// The report of `swarm_id` when it arrives (at once if it has).
+    pub fn expect(&self, swarm_id: &str) -> oneshot::Receiver<Arrival> {
+        let (tx, rx) = oneshot::channel();
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        match slots.remove(swarm_id) {
+            Some(Slot::Arrived(a)) => {
+                let _ = tx.send(a);
+            }
+            _ => {
+                slots.insert(swarm_id.to_owned(), Slot::Waiting(tx));
+            }
+        }
+        rx
+    }
+}
+
+/// A running local Swarm and a client of it.
+pub struct BenchCluster {
+    /// The processes.
+    pub local: LocalCluster,
+    /// A client connection.
+    pub client: async_nats::Client,
+    /// JetStream on `client`.
+    pub js: async_nats::jetstream::Context,
+    /// Reports as they are published.
+    pub reports: Reports,
+    /// What was started.
+    pub spec: ClusterSpec,
+    next_mission: std::sync::atomic::AtomicU64,
+    /// Holds the store, the logs and the workers' workspace.
+    dir: tempfile::TempDir,
+}
+
+impl BenchCluster {
+    /// Starts the cluster `spec` with the binaries in `bin_dir`.
+    pub async fn start(spec: ClusterSpec, bin_dir: &Path) -> anyhow::Result<BenchCluster> {
+        let dir = tempfile::Builder::new()
+            .prefix("swarm-bench-")
+            .tempdir()
+            .context("creating a temp dir")?;
+        let workspace = dir.path().join("workspace");
+        std::fs::create_dir_all(&workspace)?;
+        let mut opts = LocalOptions::new(dir.path().join("data"));
+        opts.bin_dir = bin_dir.to_path_buf();
+        opts.managers = spec.managers;
+        opts.workers = spec.workers;
+        opts.workspace_root = workspace;
+        opts.nats_conf = Some(nats_conf(spec.sync, dir.path())?);
+        opts.extra_env = spec.env.clone();
+        // Warnings only: a log line per task would be part of what is measured.
+        if std::env::var_os("RUST_LOG").is_none() {
+            opts.extra_env.push(("RUST_LOG".into(), "warn".into()));
+        }
+        let local = LocalCluster::start(opts).await?;
+        let client = async_nats::connect(local.url())
+            .await
+            .context("connecting to the cluster")?;
+        let js = async_nats::jetstream::new(client.clone());
+        let reports = Reports::default();
+        let mut sub = client
+            .subscribe(subjects::REPORT_FILTER)
+            .await
+            .context("subscribing to reports")?;
+        let sink = reports.clone();
+        tokio::spawn(async move {
+            while let Some(msg) = sub.next().await {
+                let at = Instant::now();
+                let wall = chrono::Utc::now();
+                let Some(swarm_id) =
+                    subjects::Subject::parse(&msg.subject).map(|s| s.swarm_id().to_owned())
+                else {
+                    continue;
+                };
+                if let Ok(env) =
+                    swarm_runtime::wire::decode::<FinalReport>(msg.headers.as_ref(), &msg.payload)
+                {
+                    sink.deliver(
+                        swarm_id,
+                        Arrival {
+                            at,
+                            wall,
+                            report: env.body,
+                        },
+                    );
+                }
+            }
+        });
+        client.flush().await.context("subscribing to reports")?;
+        Ok(BenchCluster {
+            local,
+            client,
+            js,
+            reports,
+            spec,
+            next_mission: std::sync::atomic::AtomicU64::new(0),
+            dir,
+        })
+    }
+
+    /// A mission id not used before in this cluster.
+    pub fn mission_id(&self, label: &str) -> String {
+        let n = self
+            .next_mission
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("bench-{label}-{n}")
+    }
+
+    /// Submits `request` (which must carry a mission id) and waits for its
+    /// report. Returns the time from just before the submission to the
+    /// report's arrival, and the report.
+    pub async fn run_mission(
+        &self,
+        request: &MissionRequest,
+        timeout: Duration,
+    ) -> anyhow::Result<(Duration, FinalReport)> {
+        let run = self.run_mission_timed(request, timeout).await?;
+        Ok((run.elapsed, run.report))
+    }
+
+    /// As [`run_mission`](Self::run_mission), with wall-clock times too.
+    pub async fn run_mission_timed(
+        &self,
+        request: &MissionRequest,
+        timeout: Duration,
+    ) -> anyhow::Result<MissionRun> {
+        let mission_id = request
+            .mission_id
+            .as_deref()
+            .context("benchmark missions carry a mission id")?;
+        let swarm_id = swarm_common::mission::swarm_id_for(Some(mission_id));
+        let report = self.reports.expect(&swarm_id);
+        let submitted = chrono::Utc::now();
+        let start = Instant::now();
+        let reply = swarm_cli::client::submit(&self.client, request, timeout).await?;
+        if reply.swarm_id != swarm_id {
+            bail!(
+                "the boss named the swarm {} rather than {swarm_id}",
+                reply.swarm_id
+            );
+        }
+        let arrival = tokio::time::timeout(timeout, report)
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "no report for {swarm_id} within {timeout:?}\n{}",
+                    self.local.log_tails(20)
+                )
+            })?
+            .context("the report subscription ended")?;
+        Ok(MissionRun {
+            elapsed: arrival.at.duration_since(start),
+            submitted,
+            arrived: arrival.wall,
+            report: arrival.report,
+        })
+    }
+
+    /// Resident memory of the manager processes, in bytes.
+    pub fn managers_rss(&self) -> u64 {
+        self.local
+            .managers
+            .iter()
+            .filter_map(|m| m.pid())
+            .filter_map(rss_bytes)
+            .sum()
+    }
+
+    /// Resident memory of the nats-server, in bytes.
+    pub fn nats_rss(&self) -> u64 {
+        self.local
+            .nats
+            .process()
+            .pid()
+            .and_then(rss_bytes)
+            .unwrap_or(0)
+    }
+
+    /// Stops every process. The cluster's files (logs, store) are removed,
+    /// unless the environment variable `SWARM_BENCH_KEEP` is set: then their
+    /// directory is printed and kept.
+    pub async fn stop(self) {
+        self.local.stop(Duration::from_secs(5)).await;
+        if std::env::var_os("SWARM_BENCH_KEEP").is_some() {
+            eprintln!(
+                "kept the cluster's logs and store in {}",
+                self.dir.keep().display()
+            );
+        }
+    }
+}
+
+/// `VmRSS` of a process from `/proc/<pid>/status`.
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn include_path_climbs_to_the_root() {
+        let rel = relative_to_root(Path::new("/tmp/x"), Path::new("/work/main/nats.conf"));
+        assert_eq!(rel, PathBuf::from("../../work/main/nats.conf"));
+    }
+
+    #[test]
+    fn own_rss_is_readable() {
+        assert!(rss_bytes(std::process::id()).is_some_and(|b| b > 0));
+    }
+}

@@ -1,0 +1,785 @@
+//! The scenarios: each starts what it needs on a [`BenchCluster`], measures,
+//! and returns its figures as [`Table`]s, each figure beside the floor
+//! measured on the same server.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use swarm_common::{FinalReport, SwarmStatus, TaskOutcome, subjects};
+
+use crate::cluster::BenchCluster;
+use crate::floor::Floor;
+use crate::plans;
+use crate::stats::{Summary, fmt_bytes, fmt_ms, fmt_rate, fmt_x, ms};
+use crate::table::Table;
+
+/// How big each scenario is.
+#[derive(Debug, Clone)]
+pub struct Scale {
+    /// Samples per floor measurement.
+    pub floor_samples: usize,
+    /// Independent tasks in the fan-out mission (plus one join).
+    pub fan_out: usize,
+    /// Tasks in the chain.
+    pub chain: usize,
+    /// Runs of the fan-out and chain missions.
+    pub runs: usize,
+    /// Runs of the one-task mission.
+    pub one_task_runs: usize,
+    /// Missions of the sustained load.
+    pub sustained_missions: usize,
+    /// Tasks per sustained mission.
+    pub sustained_tasks: usize,
+    /// Submissions in flight at once during the sustained load.
+    pub submit_concurrency: usize,
+    /// Mission sizes of the growth scenario.
+    pub growth: Vec<usize>,
+    /// Active swarm counts at which the managers' memory is read.
+    pub memory_levels: Vec<usize>,
+    /// Swarms running when a manager is killed.
+    pub failover_swarms: usize,
+    /// Length of each of their chains.
+    pub failover_chain: usize,
+    /// Manager `ack_wait`s to measure failover with, in seconds.
+    pub failover_ack_waits: Vec<u64>,
+    /// How long a growth mission of 5,000 tasks or more may run before it
+    /// is measured as far as it got.
+    pub huge_cap: Duration,
+}
+
+impl Scale {
+    /// The issue's sizes (sustained load and growth scaled by the caller).
+    pub fn full() -> Scale {
+        Scale {
+            floor_samples: 1000,
+            fan_out: 200,
+            chain: 50,
+            runs: 7,
+            one_task_runs: 50,
+            sustained_missions: 1000,
+            sustained_tasks: 10,
+            submit_concurrency: 64,
+            growth: vec![10, 100, 1000],
+            memory_levels: vec![100, 500, 1000],
+            failover_swarms: 20,
+            failover_chain: 200,
+            failover_ack_waits: vec![1, 30],
+            huge_cap: Duration::from_secs(120),
+        }
+    }
+
+    /// A smoke run: every scenario small, well under a minute in all.
+    pub fn quick() -> Scale {
+        Scale {
+            floor_samples: 100,
+            fan_out: 20,
+            chain: 10,
+            runs: 2,
+            one_task_runs: 5,
+            sustained_missions: 20,
+            sustained_tasks: 10,
+            submit_concurrency: 16,
+            growth: vec![10, 100],
+            memory_levels: vec![20],
+            failover_swarms: 4,
+            failover_chain: 40,
+            failover_ack_waits: vec![1],
+            huge_cap: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Missions at least this big are stopped at [`Scale::huge_cap`].
+const HUGE: usize = 5000;
+
+/// How long any one mission may take before the run is declared broken.
+const MISSION_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Milliseconds from `a` to `b`.
+fn between(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<f64> {
+    let d = b? - a?;
+    d.num_microseconds().map(|us| us as f64 / 1000.0)
+}
+
+/// Time from assignment to acceptance of every task of `report`, in ms.
+fn task_latencies(report: &FinalReport) -> impl Iterator<Item = f64> + '_ {
+    report
+        .task_results
+        .iter()
+        .filter_map(|t: &TaskOutcome| between(t.assigned_at, t.completed_at))
+}
+
+/// Time from assignment until a worker started the task, in ms.
+fn queue_waits(report: &FinalReport) -> impl Iterator<Item = f64> + '_ {
+    report
+        .task_results
+        .iter()
+        .filter_map(|t| between(t.assigned_at, t.started_at))
+}
+
+fn ensure_completed(report: &FinalReport, what: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        report.overall_status == SwarmStatus::Completed,
+        "{what} ended {:?}: {}",
+        report.overall_status,
+        report.summary
+    );
+    Ok(())
+}
+
+fn floor_note(floor: &Floor) -> String {
+    format!(
+        "Floor on this server: request/reply {} · publish-ack {} · KV CAS {} · hop floor {} (medians).",
+        fmt_ms(floor.rtt.p50),
+        fmt_ms(floor.pub_ack.p50),
+        fmt_ms(floor.cas.p50),
+        fmt_ms(floor.hop_ms())
+    )
+}
+
+/// CPU seconds (user + system) a process has used, from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line, in USER_HZ (100) ticks.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
+/// CPU seconds used so far by each kind of process of the cluster.
+#[derive(Debug, Clone, Copy, Default)]
+struct CpuUse {
+    nats: f64,
+    boss: f64,
+    managers: f64,
+    workers: f64,
+}
+
+impl CpuUse {
+    fn read(c: &BenchCluster) -> CpuUse {
+        let sum = |ps: &[swarm_cli::local::ManagedProcess]| {
+            ps.iter()
+                .filter_map(|p| p.pid())
+                .filter_map(cpu_seconds)
+                .sum::<f64>()
+        };
+        CpuUse {
+            nats: c
+                .local
+                .nats
+                .process()
+                .pid()
+                .and_then(cpu_seconds)
+                .unwrap_or(0.0),
+            boss: sum(&c.local.bosses),
+            managers: sum(&c.local.managers),
+            workers: sum(&c.local.workers),
+        }
+    }
+
+    fn since(self, before: CpuUse) -> CpuUse {
+        CpuUse {
+            nats: self.nats - before.nats,
+            boss: self.boss - before.boss,
+            managers: self.managers - before.managers,
+            workers: self.workers - before.workers,
+        }
+    }
+
+    /// "nats 1.2 · boss 0.1 · managers 3.4 · workers 0.9 ms" per `per` units.
+    fn per(self, per: f64) -> String {
+        let f = |s: f64| s * 1000.0 / per.max(1.0);
+        format!(
+            "nats-server {:.2} · boss {:.2} · managers {:.2} · workers {:.2} ms",
+            f(self.nats),
+            f(self.boss),
+            f(self.managers),
+            f(self.workers)
+        )
+    }
+}
+
+/// Runs `mission_id`'s one-task mission a few times so the first figures
+/// are not the cold start of each process.
+pub async fn warm_up(c: &BenchCluster) -> anyhow::Result<()> {
+    for _ in 0..3 {
+        let req = plans::mission(&c.mission_id("warmup"), "general", plans::independent(1))?;
+        let (_, report) = c.run_mission(&req, MISSION_TIMEOUT).await?;
+        ensure_completed(&report, "warm-up")?;
+    }
+    Ok(())
+}
+
+/// One latency scenario: a mission, how often to run it, and the target,
+/// Ray's and Celery's figures for it.
+struct Case {
+    name: String,
+    tasks: Vec<serde_json::Value>,
+    runs: usize,
+    peers: [&'static str; 3],
+    chain: bool,
+}
+
+/// The one-task round trip, the fan-out/fan-in and the chain, on one cluster.
+pub async fn latency(
+    c: &BenchCluster,
+    floor: &Floor,
+    scale: &Scale,
+    one_task: bool,
+    fan_out: bool,
+    chain: bool,
+) -> anyhow::Result<Vec<Table>> {
+    let sync = c.spec.sync;
+    let mut t = Table::new(
+        format!("Latency ({sync})"),
+        "one mission at a time with an explicit plan of `echo` tool calls; from just before the \
+         request on `boss.missions` until the `FinalReport` arrives on a core NATS subscription \
+         (includes intake, planning, deployment, every task and the report). Repeated runs; \
+         nearest-rank percentiles. The multiples divide the p50 by the floor's request/reply p50 \
+         and by the hop floor (2 publish-acks + 1 CAS).",
+        &[
+            "scenario",
+            "runs",
+            "p50",
+            "min",
+            "max",
+            "x RTT",
+            "x hop floor",
+            "target",
+            "Ray 2.60",
+            "Celery 5.7",
+        ],
+    );
+    let mut detail = Table::new(
+        format!("Latency breakdown ({sync})"),
+        "p50s over all runs, from the report's timestamps (manager and worker clocks, the same \
+         machine) and the client's wall clock: submit -> 1st assignment (intake, planning, \
+         deployment, state created); queue wait = assigned -> a worker starts it; run + accept = \
+         started -> the manager has stored the accepted result (tool, result stored, delivered \
+         to the manager, waits in the swarm's queue, state CAS); task = assigned -> accepted; \
+         end -> report = last acceptance -> report received (reading every result, building and \
+         publishing the report)",
+        &[
+            "scenario",
+            "tasks",
+            "submit -> 1st assignment",
+            "queue wait",
+            "run + accept",
+            "task p50",
+            "task p99",
+            "end -> report",
+            "chain: per hop",
+        ],
+    );
+    let runs = |n: usize| n.max(1);
+    let mut cases: Vec<Case> = Vec::new();
+    if one_task {
+        cases.push(Case {
+            name: "one-task mission".into(),
+            tasks: plans::independent(1),
+            runs: runs(scale.one_task_runs),
+            peers: ["2 ms", "2 ms", "3 ms"],
+            chain: false,
+        });
+    }
+    if fan_out {
+        cases.push(Case {
+            name: format!("fan-out {} + fan-in", scale.fan_out),
+            tasks: plans::fan_out(scale.fan_out),
+            runs: runs(scale.runs),
+            peers: ["40 ms", "160 ms", "430 ms"],
+            chain: false,
+        });
+    }
+    if chain {
+        cases.push(Case {
+            name: format!("chain of {}", scale.chain),
+            tasks: plans::chain(scale.chain),
+            runs: runs(scale.runs),
+            peers: ["25 ms", "90 ms", "155 ms"],
+            chain: true,
+        });
+    }
+    for Case {
+        name,
+        tasks,
+        runs: n,
+        peers: [target, ray, celery],
+        chain: is_chain,
+    } in cases
+    {
+        let mut totals = Vec::new();
+        let mut task_lat = Vec::new();
+        let mut waits = Vec::new();
+        let mut accepts = Vec::new();
+        let mut starts = Vec::new();
+        let mut ends = Vec::new();
+        let len = tasks.len();
+        for _ in 0..n {
+            let req = plans::mission(&c.mission_id("lat"), "general", tasks.clone())?;
+            let run = c.run_mission_timed(&req, MISSION_TIMEOUT).await?;
+            let report = &run.report;
+            ensure_completed(report, &name)?;
+            totals.push(ms(run.elapsed));
+            task_lat.extend(task_latencies(report));
+            waits.extend(queue_waits(report));
+            accepts.extend(
+                report
+                    .task_results
+                    .iter()
+                    .filter_map(|t| between(t.started_at, t.completed_at)),
+            );
+            let first = report
+                .task_results
+                .iter()
+                .filter_map(|t| t.assigned_at)
+                .min();
+            starts.extend(between(Some(run.submitted), first));
+            ends.extend(between(Some(report.completed_at), Some(run.arrived)));
+        }
+        let s = Summary::of(totals).context("no runs")?;
+        t.row(vec![
+            name.clone(),
+            s.n.to_string(),
+            fmt_ms(s.p50),
+            fmt_ms(s.min),
+            fmt_ms(s.max),
+            fmt_x(s.p50, floor.rtt.p50),
+            fmt_x(s.p50, floor.hop_ms()),
+            target.into(),
+            ray.into(),
+            celery.into(),
+        ]);
+        let p50 = |v: Vec<f64>| Summary::of(v).map_or_else(|| "-".to_owned(), |s| fmt_ms(s.p50));
+        let tl = Summary::of(task_lat).context("no task timestamps")?;
+        detail.row(vec![
+            name,
+            (tl.n / n).to_string(),
+            p50(starts),
+            p50(waits),
+            p50(accepts),
+            fmt_ms(tl.p50),
+            fmt_ms(tl.p99),
+            p50(ends),
+            if is_chain {
+                format!(
+                    "{} ({} hop floor)",
+                    fmt_ms(s.p50 / len as f64),
+                    fmt_x(s.p50 / len as f64, floor.hop_ms())
+                )
+            } else {
+                "-".into()
+            },
+        ]);
+    }
+    t.note(floor_note(floor));
+    Ok(vec![t, detail])
+}
+
+/// Many missions at once: tasks per second and task latency.
+pub async fn sustained(c: &BenchCluster, floor: &Floor, scale: &Scale) -> anyhow::Result<Table> {
+    let sync = c.spec.sync;
+    let m = scale.sustained_missions;
+    let k = scale.sustained_tasks;
+    let mut t = Table::new(
+        format!("Sustained load: {m} missions of {k} independent tasks ({sync})"),
+        format!(
+            "all missions submitted as fast as {} concurrent requests allow (open loop); tasks/s = \
+             tasks / (first submission -> last report); task latency from each report's \
+             assigned_at -> completed_at; mission latency submission -> report; CPU from \
+             /proc/<pid>/stat before and after",
+            scale.submit_concurrency
+        ),
+        &["measure", "value", "vs floor"],
+    );
+    let before = CpuUse::read(c);
+    let start = Instant::now();
+    let results: Vec<anyhow::Result<(Duration, FinalReport)>> = futures::stream::iter(0..m)
+        .map(|_| async {
+            let req = plans::mission(&c.mission_id("load"), "general", plans::independent(k))?;
+            c.run_mission(&req, MISSION_TIMEOUT).await
+        })
+        .buffer_unordered(scale.submit_concurrency.max(1))
+        .collect()
+        .await;
+    let elapsed = start.elapsed();
+    let cpu = CpuUse::read(c).since(before);
+    let mut missions = Vec::new();
+    let mut tasks = Vec::new();
+    let mut waits = Vec::new();
+    for r in results {
+        let (d, report) = r?;
+        ensure_completed(&report, "a sustained-load mission")?;
+        missions.push(ms(d));
+        tasks.extend(task_latencies(&report));
+        waits.extend(queue_waits(&report));
+    }
+    let total_tasks = (m * k) as f64;
+    let rate = total_tasks / elapsed.as_secs_f64();
+    let tl = Summary::of(tasks).context("no tasks")?;
+    let qw = Summary::of(waits).context("no tasks")?;
+    let ml = Summary::of(missions).context("no missions")?;
+    t.row(vec![
+        "tasks per second".into(),
+        fmt_rate(rate),
+        format!(
+            "{:.1}% of the publish-ack rate, {:.1}% of the CAS rate (target 2,000/s)",
+            100.0 * rate / floor.pub_rate,
+            100.0 * rate / floor.cas_rate
+        ),
+    ]);
+    t.row(vec![
+        "missions per second".into(),
+        fmt_rate(m as f64 / elapsed.as_secs_f64()),
+        "".into(),
+    ]);
+    t.row(vec!["wall time".into(), fmt_ms(ms(elapsed)), "".into()]);
+    for (name, s) in [
+        ("task latency", tl),
+        ("queue wait (assigned -> started)", qw),
+        ("mission latency", ml),
+    ] {
+        t.row(vec![
+            format!("{name} p50"),
+            fmt_ms(s.p50),
+            fmt_x(s.p50, floor.hop_ms()) + " hop floor",
+        ]);
+        t.row(vec![
+            format!("{name} p99"),
+            fmt_ms(s.p99),
+            fmt_x(s.p99, floor.hop_ms()) + " hop floor",
+        ]);
+    }
+    t.row(vec!["CPU per task".into(), cpu.per(total_tasks), "".into()]);
+    t.note(floor_note(floor));
+    Ok(t)
+}
+
+/// The `swarms` bucket's stream: how many writes it has taken so far.
+async fn kv_writes(c: &BenchCluster) -> anyhow::Result<u64> {
+    let mut s =
+        c.js.get_stream(format!("KV_{}", subjects::SWARMS_BUCKET))
+            .await
+            .context("opening the swarms bucket's stream")?;
+    Ok(s.info()
+        .await
+        .context("reading the swarms stream")?
+        .state
+        .last_sequence)
+}
+
+/// Time per task, KV bytes per task and CPU per task as missions grow.
+pub async fn growth(c: &BenchCluster, floor: &Floor, scale: &Scale) -> anyhow::Result<Table> {
+    let sync = c.spec.sync;
+    let mut t = Table::new(
+        format!("Growth: one mission of N independent tasks ({sync})"),
+        "one mission at a time; time = submission -> report; the state entry's size read from the \
+         `swarms` bucket after the report; writes = growth of the bucket stream's last sequence \
+         during the mission; bytes written estimated as writes x final entry size (an upper \
+         bound: the entry grows as results arrive); CPU from /proc/<pid>/stat",
+        &[
+            "N",
+            "time",
+            "per task",
+            "per task / CAS",
+            "state entry",
+            "entry / task",
+            "state writes",
+            "~bytes written",
+            "CPU per task",
+        ],
+    );
+    let store =
+        c.js.get_key_value(subjects::SWARMS_BUCKET)
+            .await
+            .context("opening the swarms bucket")?;
+    for &n in &scale.growth {
+        let req = plans::mission(&c.mission_id("grow"), "general", plans::independent(n))?;
+        let swarm_id = swarm_common::mission::swarm_id_for(req.mission_id.as_deref());
+        let writes0 = kv_writes(c).await?;
+        let cpu0 = CpuUse::read(c);
+        // A huge mission may not finish in reasonable time: stop waiting at
+        // the cap and measure how far it got.
+        let cap = if n >= HUGE {
+            scale.huge_cap
+        } else {
+            MISSION_TIMEOUT
+        };
+        let started = Instant::now();
+        let (elapsed, done, finished) = match c.run_mission(&req, cap).await {
+            Ok((d, report)) => {
+                ensure_completed(&report, "a growth mission")?;
+                (d, n, true)
+            }
+            Err(e) if n >= HUGE => {
+                let elapsed = started.elapsed();
+                let state = swarm_cli::client::state(&c.client, &swarm_id)
+                    .await
+                    .with_context(|| format!("after {e:#}"))?;
+                let done = state.map_or(0, |s| {
+                    s.tasks
+                        .iter()
+                        .filter(|t| t.status == swarm_common::TaskStatus::Completed)
+                        .count()
+                });
+                (elapsed, done, false)
+            }
+            Err(e) => return Err(e),
+        };
+        let cpu = CpuUse::read(c).since(cpu0);
+        // The manager records `report_published` just after publishing: let it land.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let writes = kv_writes(c).await? - writes0;
+        let size = store
+            .entry(&swarm_id)
+            .await
+            .context("reading the swarm's state")?
+            .map_or(0, |e| e.value.len()) as f64;
+        let per_task = ms(elapsed) / done.max(1) as f64;
+        t.row(vec![
+            if finished {
+                n.to_string()
+            } else {
+                format!(
+                    "{n} (stopped after {:.0} s: {done} done)",
+                    elapsed.as_secs_f64()
+                )
+            },
+            fmt_ms(ms(elapsed)),
+            fmt_ms(per_task),
+            fmt_x(per_task, floor.cas.p50),
+            fmt_bytes(size),
+            fmt_bytes(size / n as f64),
+            writes.to_string(),
+            fmt_bytes(writes as f64 * size),
+            cpu.per(done.max(1) as f64),
+        ]);
+    }
+    t.note(floor_note(floor));
+    Ok(t)
+}
+
+/// Managers' resident memory as swarms stay active.
+pub async fn memory(c: &BenchCluster, scale: &Scale) -> anyhow::Result<Table> {
+    let sync = c.spec.sync;
+    let mut t = Table::new(
+        format!("Manager memory per active swarm ({sync})"),
+        "missions of 10 tasks whose persona is in a pool no worker serves, so every swarm is \
+         deployed, assigns its tasks and stays Running; VmRSS of both manager processes (and of \
+         nats-server) from /proc/<pid>/status once the `swarms` bucket holds every state, minus \
+         the figure after the warm-up",
+        &[
+            "active swarms",
+            "managers RSS",
+            "per swarm",
+            "nats-server RSS",
+        ],
+    );
+    let store =
+        c.js.get_key_value(subjects::SWARMS_BUCKET)
+            .await
+            .context("opening the swarms bucket")?;
+    let keys_now = || async {
+        let mut s =
+            c.js.get_stream(format!("KV_{}", subjects::SWARMS_BUCKET))
+                .await?;
+        anyhow::Ok(s.info().await?.state.messages)
+    };
+    let _ = &store;
+    let base_keys = keys_now().await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss0 = c.managers_rss() as f64;
+    t.row(vec![
+        "0".into(),
+        fmt_bytes(rss0),
+        "".into(),
+        fmt_bytes(c.nats_rss() as f64),
+    ]);
+    let mut active = 0usize;
+    for &level in &scale.memory_levels {
+        let add = level.saturating_sub(active);
+        let replies: Vec<anyhow::Result<()>> = futures::stream::iter(0..add)
+            .map(|_| async {
+                let req = plans::mission(&c.mission_id("idle"), "idle", plans::independent(10))?;
+                swarm_cli::client::submit(&c.client, &req, MISSION_TIMEOUT)
+                    .await
+                    .map(|_| ())
+            })
+            .buffer_unordered(32)
+            .collect()
+            .await;
+        for r in replies {
+            r?;
+        }
+        active = level;
+        let deadline = Instant::now() + MISSION_TIMEOUT;
+        while keys_now().await? < base_keys + active as u64 {
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "the swarms were not all deployed"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let rss = c.managers_rss() as f64;
+        t.row(vec![
+            active.to_string(),
+            fmt_bytes(rss),
+            fmt_bytes((rss - rss0) / active as f64),
+            fmt_bytes(c.nats_rss() as f64),
+        ]);
+    }
+    Ok(t)
+}
+
+/// SIGKILL of a manager while swarms run: how long until they all progress again.
+pub async fn failover(
+    c: &mut BenchCluster,
+    scale: &Scale,
+    ack_wait: u64,
+) -> anyhow::Result<Vec<String>> {
+    let s = scale.failover_swarms;
+    let l = scale.failover_chain;
+    // Every assignment is a state change made visible: record when each swarm's arrive.
+    let seen: Arc<Mutex<HashMap<String, Vec<Instant>>>> = Arc::default();
+    let mut sub = c
+        .client
+        .subscribe(subjects::work_filter("general"))
+        .await
+        .context("subscribing to assignments")?;
+    let sink = seen.clone();
+    let watcher = tokio::spawn(async move {
+        while let Some(msg) = sub.next().await {
+            let at = Instant::now();
+            if let Some(subjects::Subject::Work { swarm_id, .. }) =
+                subjects::Subject::parse(&msg.subject)
+            {
+                sink.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .entry(swarm_id.to_owned())
+                    .or_default()
+                    .push(at);
+            }
+        }
+    });
+    c.client.flush().await?;
+    let mut swarms = Vec::new();
+    for _ in 0..s {
+        let req = plans::mission(&c.mission_id("failover"), "general", plans::chain(l))?;
+        let swarm_id = swarm_common::mission::swarm_id_for(req.mission_id.as_deref());
+        let report = c.reports.expect(&swarm_id);
+        swarm_cli::client::submit(&c.client, &req, MISSION_TIMEOUT).await?;
+        swarms.push((swarm_id, report));
+    }
+    // Let every swarm get going, then kill the first manager.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let started = {
+            let seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+            swarms
+                .iter()
+                .filter(|(id, _)| seen.get(id).is_some_and(|v| v.len() >= 3))
+                .count()
+        };
+        if started == s || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let killed_at = Instant::now();
+    c.local.managers[0].kill();
+    let wait_limit = Duration::from_secs(ack_wait + 60);
+    let mut finished_at: HashMap<String, Instant> = HashMap::new();
+    let mut pending = Vec::new();
+    for (id, rx) in swarms {
+        pending.push((id, rx));
+    }
+    // Collect every report (or give up), then look at the assignments seen.
+    let mut all_done = true;
+    for (id, rx) in pending {
+        let left = wait_limit.saturating_sub(killed_at.elapsed());
+        match tokio::time::timeout(left, rx).await {
+            Ok(Ok(a)) => {
+                finished_at.insert(id, a.at);
+            }
+            _ => all_done = false,
+        }
+    }
+    watcher.abort();
+    let seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut gaps = Vec::new();
+    let mut running_at_kill = 0;
+    for (id, times) in seen.iter() {
+        let done = finished_at.get(id).copied();
+        if done.is_some_and(|d| d <= killed_at) {
+            continue;
+        }
+        running_at_kill += 1;
+        let next = times
+            .iter()
+            .copied()
+            .filter(|t| *t > killed_at)
+            .chain(done)
+            .min();
+        if let Some(next) = next {
+            gaps.push(ms(next.duration_since(killed_at)));
+        }
+    }
+    let g = Summary::of(gaps.iter().copied()).context("no swarm was running at the kill")?;
+    let stalled = gaps.iter().filter(|g| **g > 500.0).count();
+    let last_done = finished_at
+        .values()
+        .max()
+        .map(|t| ms(t.duration_since(killed_at)));
+    Ok(vec![
+        format!("{ack_wait} s"),
+        running_at_kill.to_string(),
+        stalled.to_string(),
+        fmt_ms(g.p50),
+        fmt_ms(g.max),
+        if all_done {
+            last_done.map_or("-".into(), fmt_ms)
+        } else {
+            "not all finished".into()
+        },
+    ])
+}
+
+/// The failover table for rows from [`failover`].
+pub fn failover_table(
+    sync: crate::cluster::SyncMode,
+    scale: &Scale,
+    rows: Vec<Vec<String>>,
+) -> Table {
+    let mut t = Table::new(
+        format!("Failover: SIGKILL of one of two managers ({sync})"),
+        format!(
+            "{} chains of {} tasks running on 2 managers sharing one durable consumer; once each \
+             swarm has had 3 assignments, manager-1 gets SIGKILL; for every swarm still running, \
+             the gap from the kill to its next state change (an assignment published, seen on a \
+             core subscription to `a2ap.work.general.>`, or its report). The takeover is the largest \
+             gap: the swarms whose event the dead replica held wait for `ack_wait` to expire",
+            scale.failover_swarms, scale.failover_chain
+        ),
+        &[
+            "manager ack_wait",
+            "swarms running",
+            "stalled > 500 ms",
+            "gap p50",
+            "takeover (max gap)",
+            "kill -> last report",
+        ],
+    );
+    for r in rows {
+        t.row(r);
+    }
+    t.note("Target: takeover under 2 s.");
+    t
+}
