@@ -751,20 +751,18 @@ async fn publish_report(ctx: &Ctx, cache: &mut Option<Cached>) -> anyhow::Result
         return Ok(());
     };
     let state = &c.state;
-    let mut results = HashMap::new();
-    for t in &state.tasks {
-        if let Some(seq) = t.result_seq {
-            let raw = ctx
-                .a2ap
-                .direct_get(seq)
-                .await
-                .with_context(|| format!("reading the result of {}", t.definition.task_id))?;
-            let env = wire::decode::<ResultSubmission>(Some(&raw.headers), &raw.payload).map_err(
-                |e| anyhow::anyhow!("stored result of {} unreadable: {e}", t.definition.task_id),
-            )?;
-            results.insert(t.definition.task_id.clone(), env.body.result);
-        }
-    }
+    let done: Vec<(&str, u64)> = state
+        .tasks
+        .iter()
+        .filter_map(|t| t.result_seq.map(|seq| (t.definition.task_id.as_str(), seq)))
+        .collect();
+    let seqs: Vec<u64> = done.iter().map(|(_, seq)| *seq).collect();
+    let submissions = wire::read_results(&ctx.a2ap, &seqs).await?;
+    let results: HashMap<String, String> = done
+        .iter()
+        .zip(submissions)
+        .map(|((task_id, _), sub)| (task_id.to_string(), sub.result))
+        .collect();
     let mut report: FinalReport =
         crate::report::build(state, &results, ctx.report_budget, Utc::now());
     if let Some(reviewer) = &ctx.reviewer {

@@ -143,3 +143,25 @@ pub async fn reject(
         }
     }
 }
+
+/// Reads the `ResultSubmission`s stored at `seqs` in the A2AP stream, up to
+/// 32 at a time (one round trip each, overlapped), in the order given.
+pub async fn read_results(
+    stream: &async_nats::jetstream::stream::Stream,
+    seqs: &[u64],
+) -> Result<Vec<swarm_common::ResultSubmission>, RuntimeError> {
+    use futures::{StreamExt, TryStreamExt};
+    futures::stream::iter(seqs.iter().copied())
+        .map(|seq| async move {
+            let raw = stream
+                .direct_get(seq)
+                .await
+                .map_err(|e| RuntimeError::Nats(format!("reading the result at {seq}: {e}")))?;
+            decode::<swarm_common::ResultSubmission>(Some(&raw.headers), &raw.payload)
+                .map(|env| env.body)
+                .map_err(|e| RuntimeError::Nats(format!("the result at {seq} is unreadable: {e}")))
+        })
+        .buffered(32)
+        .try_collect()
+        .await
+}

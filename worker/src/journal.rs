@@ -49,6 +49,25 @@ pub struct Journal {
 }
 
 impl Journal {
+    /// A journal known to be empty (the first delivery of an assignment):
+    /// nothing to load, so no round trip.
+    pub fn fresh(
+        kv: kv::Store,
+        swarm_id: &str,
+        task_id: &str,
+        attempt: u32,
+        revision: u32,
+        round: u32,
+    ) -> Arc<Journal> {
+        Arc::new(Journal {
+            kv,
+            prefix: format!("{swarm_id}.{task_id}.a{attempt}.r{revision}.i{round}"),
+            state: Mutex::new((std::collections::VecDeque::new(), 0)),
+            replayed: AtomicU64::new(0),
+            recorded: AtomicU64::new(0),
+        })
+    }
+
     /// Opens the journal of `(swarm, task, attempt, revision)` and of the
     /// `round`-th answer to the task's questions (0 before any), loading
     /// what an earlier delivery recorded.

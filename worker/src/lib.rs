@@ -81,7 +81,7 @@ impl WorkerConfig {
             agent_id: agent_id.into(),
             pool: swarm_common::default_pool(),
             workspace_root: PathBuf::from("."),
-            concurrency: 4,
+            concurrency: 16,
             drain_timeout: Duration::from_secs(10),
             replicas: 1,
             ack_wait: Duration::from_secs(30),
@@ -466,22 +466,19 @@ async fn progress(
 }
 
 async fn context_items(ctx: &Ctx, a: &TaskAssignment) -> anyhow::Result<Vec<ContextItem>> {
-    let mut items = Vec::with_capacity(a.context.len());
-    for c in &a.context {
-        let raw = ctx
-            .a2ap
-            .direct_get(c.result_seq)
-            .await
-            .with_context(|| format!("reading the result of dependency {}", c.task_id))?;
-        let env = wire::decode::<ResultSubmission>(Some(&raw.headers), &raw.payload)
-            .map_err(|e| anyhow::anyhow!("dependency {} result unreadable: {e}", c.task_id))?;
-        items.push(ContextItem {
+    let seqs: Vec<u64> = a.context.iter().map(|c| c.result_seq).collect();
+    let submissions = wire::read_results(&ctx.a2ap, &seqs)
+        .await
+        .context("reading the results of the dependencies")?;
+    Ok(a.context
+        .iter()
+        .zip(submissions)
+        .map(|(c, sub)| ContextItem {
             task_id: c.task_id.clone(),
             title: c.title.clone(),
-            result: env.body.result,
-        });
-    }
-    Ok(items)
+            result: sub.result,
+        })
+        .collect())
 }
 
 /// A task counted as in flight for the metrics until it finishes; one that
@@ -520,22 +517,34 @@ async fn run_rounds(
     ctx: &Ctx,
     env: &Envelope<TaskAssignment>,
     mut task: AgentTask,
+    delivered: i64,
     events: &mpsc::UnboundedSender<AgentEvent>,
 ) -> anyhow::Result<(AgentOutcome, Vec<swarm_common::GateVerdict>)> {
     let a = &env.body;
     let mut round = 0;
     let mut verdicts = Vec::new();
     loop {
-        let journal = journal::Journal::open(
-            ctx.infra.journal.clone(),
-            &env.swarm_id,
-            &a.task_id,
-            a.attempt,
-            a.revision,
-            round,
-        )
-        .await
-        .context("opening the step journal")?;
+        let journal = if delivered == 1 && round == 0 {
+            journal::Journal::fresh(
+                ctx.infra.journal.clone(),
+                &env.swarm_id,
+                &a.task_id,
+                a.attempt,
+                a.revision,
+                round,
+            )
+        } else {
+            journal::Journal::open(
+                ctx.infra.journal.clone(),
+                &env.swarm_id,
+                &a.task_id,
+                a.attempt,
+                a.revision,
+                round,
+            )
+            .await
+            .context("opening the step journal")?
+        };
         let provider = journal::JournaledProvider::new(ctx.provider.clone(), journal.clone());
         let tools = journal::journaled_tools(&ctx.tools, &journal);
         let options = RunOptions {
@@ -712,7 +721,8 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
         };
         let run = async {
             let outcome =
-                tokio::time::timeout(ctx.task_timeout, run_rounds(ctx, env, task, &tx)).await;
+                tokio::time::timeout(ctx.task_timeout, run_rounds(ctx, env, task, delivered, &tx))
+                    .await;
             drop(tx);
             outcome
         };

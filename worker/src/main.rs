@@ -21,7 +21,7 @@ struct Cli {
     #[arg(long, env = "SWARM_WORKSPACE", default_value = ".")]
     workspace_root: PathBuf,
     /// Tasks run at once.
-    #[arg(long, env = "SWARM_WORKER_CONCURRENCY", default_value_t = 4)]
+    #[arg(long, env = "SWARM_WORKER_CONCURRENCY", default_value_t = 16)]
     concurrency: usize,
     /// Copies of each stream and bucket it creates (3 for a production cluster).
     #[arg(long, env = "SWARM_REPLICAS", default_value_t = 1)]

@@ -138,26 +138,31 @@ pub trait TypedTool: Send + Sync + 'static {
     }
 }
 
-/// Makes a [`Tool`] of a [`TypedTool`].
+/// Makes a [`Tool`] of a [`TypedTool`]. The schema is derived once, here:
+/// specs are asked for on every task, and deriving is not cheap.
 pub fn typed<T: TypedTool>(tool: T) -> Arc<dyn Tool> {
-    Arc::new(Typed(tool))
+    let spec = ToolSpec {
+        name: T::NAME.to_string(),
+        description: T::DESCRIPTION.to_string(),
+        parameters: schemars::schema_for!(T::Args).to_value(),
+        annotations: T::ANNOTATIONS,
+    };
+    Arc::new(Typed { tool, spec })
 }
 
-struct Typed<T>(T);
+struct Typed<T> {
+    tool: T,
+    spec: ToolSpec,
+}
 
 #[async_trait]
 impl<T: TypedTool> Tool for Typed<T> {
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: T::NAME.to_string(),
-            description: T::DESCRIPTION.to_string(),
-            parameters: schemars::schema_for!(T::Args).to_value(),
-            annotations: T::ANNOTATIONS,
-        }
+        self.spec.clone()
     }
 
     async fn call(&self, arguments: serde_json::Value) -> Result<String, ToolError> {
-        self.0.run(parse_args::<T>(arguments)?).await
+        self.tool.run(parse_args::<T>(arguments)?).await
     }
 
     async fn call_in(
@@ -165,7 +170,7 @@ impl<T: TypedTool> Tool for Typed<T> {
         ctx: &ToolContext,
         arguments: serde_json::Value,
     ) -> Result<String, ToolError> {
-        self.0.run_in(ctx, parse_args::<T>(arguments)?).await
+        self.tool.run_in(ctx, parse_args::<T>(arguments)?).await
     }
 }
 
