@@ -17,8 +17,9 @@ struct Cli {
     #[arg(long, env = "SWARM_REPLICAS", default_value_t = 1)]
     replicas: usize,
     /// Seconds the server waits for an event's ack before redelivering it.
-    #[arg(long, env = "SWARM_MANAGER_ACK_WAIT", default_value_t = 10)]
-    ack_wait: u64,
+    /// (Default 3, or 30 with a model reviewer, whose calls a redelivery would pay for twice.)
+    #[arg(long, env = "SWARM_MANAGER_ACK_WAIT")]
+    ack_wait: Option<u64>,
     /// The model that reviews results and summarises reports (`offline`: rule-based review only).
     #[command(flatten)]
     provider: swarm_agent::provider::ProviderArgs,
@@ -37,12 +38,16 @@ async fn main() -> anyhow::Result<()> {
     let mut config = swarm_manager::ManagerConfig::new(cli.common.nats.clone(), agent_id);
     config.drain_timeout = cli.common.drain_timeout();
     config.replicas = cli.replicas;
-    config.ack_wait = Duration::from_secs(cli.ack_wait);
+
     config.max_swarms = cli.max_swarms.max(1);
     let provider = cli.provider.config_for_role("MANAGER")?;
     if provider.kind != swarm_agent::provider::ProviderKind::Offline {
         config.reviewer = Some(provider.build()?);
     }
+    // A takeover waits for this long, so keep it short; but a batch held
+    // for a model's review must not be handed to another replica meanwhile.
+    let default_ack_wait = if config.reviewer.is_some() { 30 } else { 3 };
+    config.ack_wait = Duration::from_secs(cli.ack_wait.unwrap_or(default_ack_wait).max(1));
     config.gate_options = swarm_agent::gates::GateOptions {
         allow_commands: cli.allow_command_gates,
         command_dir: None,

@@ -70,7 +70,7 @@ impl ManagerConfig {
             agent_id: agent_id.into(),
             drain_timeout: Duration::from_secs(10),
             replicas: 1,
-            ack_wait: Duration::from_secs(10),
+            ack_wait: Duration::from_secs(3),
             max_swarms: 1000,
             reviewer: None,
             gate_options: GateOptions::default(),
@@ -79,6 +79,7 @@ impl ManagerConfig {
 }
 
 struct Ctx {
+    ack_wait: Duration,
     reviewer: Option<Arc<dyn Provider>>,
     gate_options: GateOptions,
     /// Deadlines of the running swarms this replica has seen, for the sweeper.
@@ -123,6 +124,7 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
         .await
         .context("pulling manager events")?;
     let ctx = Arc::new(Ctx {
+        ack_wait: config.ack_wait,
         reviewer: config.reviewer.clone(),
         gate_options: config.gate_options.clone(),
         deadlines: Default::default(),
@@ -261,7 +263,21 @@ async fn actor(
                 Err(_) => break,
             }
         }
+        // Keep the batch ours while it is handled, however long a review takes.
+        let ticker = {
+            let held = batch.clone();
+            let every = (ctx.ack_wait / 2).max(Duration::from_millis(250));
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    for m in &held {
+                        let _ = m.ack_with(AckKind::Progress).await;
+                    }
+                }
+            })
+        };
         let outcomes = handle_batch(&ctx, &swarm_id, &mut cache, &batch).await;
+        ticker.abort();
         for (msg, outcome) in batch.iter().zip(outcomes) {
             let ack = match outcome {
                 Ok(()) => msg.ack().await,
