@@ -129,6 +129,25 @@ impl BuildGate for GateSpec {
     }
 }
 
+/// The first ten ways `value` breaks the schema, each with where it is.
+pub(crate) fn schema_errors(
+    validator: &jsonschema::Validator,
+    value: &serde_json::Value,
+) -> Vec<String> {
+    validator
+        .iter_errors(value)
+        .take(10)
+        .map(|e| {
+            let at = e.instance_path.to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("at {at}: {e}")
+            }
+        })
+        .collect()
+}
+
 /// The output without one surrounding Markdown code fence, if it has one.
 pub fn strip_code_fence(output: &str) -> &str {
     let trimmed = output.trim();
@@ -172,19 +191,7 @@ impl Gate for JsonSchemaGate {
             Ok(v) => v,
             Err(e) => return GateCheck::fail(format!("the output is not valid JSON: {e}")),
         };
-        let errors: Vec<String> = self
-            .validator
-            .iter_errors(&value)
-            .take(10)
-            .map(|e| {
-                let at = e.instance_path.to_string();
-                if at.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("at {at}: {e}")
-                }
-            })
-            .collect();
+        let errors = schema_errors(&self.validator, &value);
         if errors.is_empty() {
             GateCheck::pass()
         } else {

@@ -385,18 +385,7 @@ fn check_plan_reply(
         .map_err(|e| format!("the reply is not a JSON object: {e}"))?;
     let validator = jsonschema::validator_for(&plan_schema())
         .map_err(|e| format!("internal error: the plan schema is invalid: {e}"))?;
-    let errors: Vec<String> = validator
-        .iter_errors(&value)
-        .take(10)
-        .map(|e| {
-            let at = e.instance_path.to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("at {at}: {e}")
-            }
-        })
-        .collect();
+    let errors = crate::gates::schema_errors(&validator, &value);
     if !errors.is_empty() {
         return Err(format!(
             "the plan does not match the schema: {}",
