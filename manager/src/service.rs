@@ -426,12 +426,11 @@ async fn load(ctx: &Ctx, swarm_id: &str) -> anyhow::Result<Option<Cached>> {
 
 /// Stores `state` if the key is still at `revision` (0: must not exist).
 /// `Ok(None)` means another writer got there first.
-async fn store(ctx: &Ctx, state: &SwarmState, revision: u64) -> anyhow::Result<Option<u64>> {
-    let mut state = std::borrow::Cow::Borrowed(state);
+async fn store(ctx: &Ctx, state: &mut SwarmState, revision: u64) -> anyhow::Result<Option<u64>> {
     if state.last_manager != ctx.agent_id {
-        state.to_mut().last_manager = ctx.agent_id.clone();
+        state.last_manager.clone_from(&ctx.agent_id);
     }
-    let bytes = encode_state(&state)?;
+    let bytes = encode_state(state)?;
     let swarms = &ctx.infra.swarms;
     if revision == 0 {
         match swarms.create(&state.swarm_id, bytes).await {
@@ -671,8 +670,8 @@ async fn apply_batch(
             *cache = None;
             continue 'attempt;
         }
-        if changed && let Some(next) = state {
-            match store(ctx, &next, revision).await {
+        if changed && let Some(mut next) = state {
+            match store(ctx, &mut next, revision).await {
                 Ok(Some(rev)) => {
                     *cache = Some(Cached {
                         state: next,
@@ -825,7 +824,7 @@ async fn publish_report(ctx: &Ctx, cache: &mut Option<Cached>) -> anyhow::Result
         }
         let mut next = c.state.clone();
         next.report_published = true;
-        match store(ctx, &next, c.revision).await? {
+        match store(ctx, &mut next, c.revision).await? {
             Some(rev) => {
                 *cache = Some(Cached {
                     state: next,
@@ -854,9 +853,11 @@ fn track_deadline(ctx: &Ctx, state: &SwarmState) {
     }
 }
 
-/// Reads every stored swarm and tracks the running ones: at start, and now
-/// and then, so a swarm whose events all went to a replica that died is
-/// still timed out.
+/// Reads every stored swarm and tracks the running ones: at start, and every
+/// ten minutes as a backstop. Between scans a replica learns of swarms from
+/// their events; a swarm tracked only by a replica that died reaches the
+/// others through that replica's redelivered events, or its workers'
+/// results. The scan reads the whole bucket, so it stays rare.
 async fn scan_swarms(ctx: &Ctx) -> anyhow::Result<()> {
     let mut keys = ctx.infra.swarms.keys().await.context("listing swarms")?;
     while let Some(key) = keys.next().await {
@@ -872,7 +873,7 @@ async fn scan_swarms(ctx: &Ctx) -> anyhow::Result<()> {
 /// (deduplicated across replicas by its id); the replica that applies it
 /// publishes the TimedOut report.
 async fn sweep_deadlines(ctx: Arc<Ctx>) {
-    const SCAN_EVERY: Duration = Duration::from_secs(60);
+    const SCAN_EVERY: Duration = Duration::from_secs(600);
     let mut last_scan: Option<tokio::time::Instant> = None;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {

@@ -321,13 +321,5 @@ async fn garbage_on_a2ap_subjects_becomes_dead_letters_and_nothing_stops() {
         "{}",
         report.task_results[0].result
     );
-    let local = cluster.local_mut();
-    for p in local
-        .managers
-        .iter_mut()
-        .chain(local.workers.iter_mut())
-        .chain(local.bosses.iter_mut())
-    {
-        assert!(p.is_running(), "{} stopped", p.name());
-    }
+    common::assert_all_running(&mut cluster);
 }

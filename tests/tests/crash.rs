@@ -223,22 +223,14 @@ async fn a_task_that_kills_every_worker_fails_after_max_attempts() {
     }
     let report = common::final_report(&cluster, &nc, &swarm_id, 60).await;
     assert_eq!(report.overall_status, SwarmStatus::Failed);
-    let deadly = report
-        .task_results
-        .iter()
-        .find(|t| t.task_id == "deadly")
-        .unwrap();
+    let deadly = common::outcome(&report, "deadly");
     assert_eq!(deadly.status, TaskStatus::Failed);
     let error = deadly.error.as_deref().unwrap();
     assert!(
         error.contains("limit_exceeded") && error.contains(&format!("delivered {} times", max + 1)),
         "{error}"
     );
-    let after = report
-        .task_results
-        .iter()
-        .find(|t| t.task_id == "after")
-        .unwrap();
+    let after = common::outcome(&report, "after");
     assert_eq!(after.status, TaskStatus::Cancelled);
     let errors =
         common::messages::<swarm_common::ErrorMessage>(&nc, &subjects::error(&swarm_id)).await;
@@ -374,24 +366,8 @@ async fn a_nats_restart_mid_mission_is_ridden_out() {
     // The old connection reconnects by itself; follow the mission on it.
     let report = common::final_report(&cluster, &nc, &swarm_id, 90).await;
     assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
-    assert_eq!(
-        report
-            .task_results
-            .iter()
-            .find(|t| t.task_id == "three")
-            .unwrap()
-            .result,
-        "three"
-    );
-    let local = cluster.local_mut();
-    for p in local
-        .managers
-        .iter_mut()
-        .chain(local.workers.iter_mut())
-        .chain(local.bosses.iter_mut())
-    {
-        assert!(p.is_running(), "{} stopped", p.name());
-    }
+    assert_eq!(common::outcome(&report, "three").result, "three");
+    common::assert_all_running(&mut cluster);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

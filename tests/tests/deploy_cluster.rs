@@ -312,15 +312,7 @@ async fn a_mission_completes_on_a_three_node_cluster_configured_like_the_manifes
     assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
     let report = follow(&client, &in_flight.swarm_id).await;
     assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
-    assert_eq!(
-        report
-            .task_results
-            .iter()
-            .find(|t| t.task_id == "three")
-            .unwrap()
-            .result,
-        "three"
-    );
+    assert_eq!(common::outcome(&report, "three").result, "three");
     nats.restart(2).unwrap();
 }
 

@@ -192,13 +192,7 @@ async fn an_explicit_plan_runs_a_chain_a_fan_out_and_a_revision() {
     let report = common::final_report(&cluster, &nc, &swarm_id, 60).await;
     assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
     assert_dependency_order(&report);
-    let get = |id: &str| {
-        report
-            .task_results
-            .iter()
-            .find(|t| t.task_id == id)
-            .unwrap()
-    };
+    let get = |id: &str| common::outcome(&report, id);
     assert_eq!(get("a").result, "alpha");
     assert!(get("b").result.contains('3'), "{}", get("b").result);
     assert!(
@@ -262,13 +256,7 @@ async fn a_failed_task_cancels_its_dependents_and_the_report_says_failed() {
     let swarm_id = common::submit(&nc, &request).await;
     let report = common::final_report(&cluster, &nc, &swarm_id, 60).await;
     assert_eq!(report.overall_status, SwarmStatus::Failed);
-    let get = |id: &str| {
-        report
-            .task_results
-            .iter()
-            .find(|t| t.task_id == id)
-            .unwrap()
-    };
+    let get = |id: &str| common::outcome(&report, id);
     let empty = get("empty");
     assert_eq!(empty.status, TaskStatus::Failed);
     assert_eq!(

@@ -180,6 +180,7 @@ impl Provider for JournaledProvider {
 
 /// A tool with side effects whose results are journaled and replayed.
 struct JournaledTool {
+    name: String,
     inner: Arc<dyn Tool>,
     journal: Arc<Journal>,
 }
@@ -199,7 +200,7 @@ impl Tool for JournaledTool {
         ctx: &ToolContext,
         arguments: serde_json::Value,
     ) -> Result<String, ToolError> {
-        let name = self.inner.spec().name;
+        let name = self.name.clone();
         let same = |e: &Entry| matches!(e, Entry::Tool { name: n, arguments: a, .. } if *n == name && *a == arguments);
         if let Some(Entry::Tool { output, .. }) = self.journal.replay(same).await {
             return output.map_err(ToolError::Failed);
@@ -221,17 +222,30 @@ impl Tool for JournaledTool {
     }
 }
 
-/// `registry` with every tool that is not both read-only and idempotent
-/// journaled (repeating a read is harmless; repeating a write is not).
-pub fn journaled_tools(registry: &ToolRegistry, journal: &Arc<Journal>) -> ToolRegistry {
+/// The tools of `registry` whose results must be journaled: those that are
+/// not both read-only and idempotent (repeating a read is harmless;
+/// repeating a write is not). Computed once per process: a spec is not free.
+pub fn side_effect_tools(registry: &ToolRegistry) -> Vec<String> {
+    registry
+        .specs()
+        .into_iter()
+        .filter(|spec| !(spec.annotations.read_only && spec.annotations.idempotent))
+        .map(|spec| spec.name)
+        .collect()
+}
+
+/// `registry` with the tools named in `side_effects` journaled; with none
+/// (the default set of tools), the registry as it is.
+pub fn journaled_tools(
+    registry: &ToolRegistry,
+    side_effects: &[String],
+    journal: &Arc<Journal>,
+) -> ToolRegistry {
     let mut journaled = registry.clone();
-    for name in registry.names() {
-        let Some(tool) = registry.get(&name) else {
-            continue;
-        };
-        let a = tool.spec().annotations;
-        if !(a.read_only && a.idempotent) {
+    for name in side_effects {
+        if let Some(tool) = registry.get(name) {
             journaled.register(Arc::new(JournaledTool {
+                name: name.clone(),
                 inner: tool,
                 journal: journal.clone(),
             }));

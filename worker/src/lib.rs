@@ -99,6 +99,10 @@ struct Ctx {
     agent_id: String,
     tools: ToolRegistry,
     provider: Arc<dyn Provider>,
+    /// Tools whose results the step journal keeps (see [`journal::side_effect_tools`]).
+    side_effect_tools: Vec<String>,
+    /// The pool's durable consumer, for the redelivery metric.
+    consumer: String,
     gate_options: GateOptions,
     ack_wait: Duration,
     task_timeout: Duration,
@@ -185,27 +189,27 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
         .messages()
         .await
         .context("pulling assignments")?;
+    let tools = {
+        let memory: Arc<dyn MemoryStore> = Arc::new(memory::KvMemory::new(infra.memory.clone()));
+        let approver = approvals::NatsApprover::new(
+            infra.approvals.clone(),
+            infra.js.clone(),
+            config.agent_id.clone(),
+            config.approval_wait,
+        );
+        let mut tools =
+            ToolRegistry::with_config(root.clone(), &config.tool_args.tools_config(Some(memory)))
+                .with_approver(Arc::new(approver));
+        tools.register(typed(tools::Sleep));
+        tools
+    };
     let ctx = Arc::new(Ctx {
+        side_effect_tools: journal::side_effect_tools(&tools),
+        consumer: subjects::worker_consumer(&config.pool),
         infra: infra.clone(),
         a2ap,
         agent_id: config.agent_id.clone(),
-        tools: {
-            let memory: Arc<dyn MemoryStore> =
-                Arc::new(memory::KvMemory::new(infra.memory.clone()));
-            let approver = approvals::NatsApprover::new(
-                infra.approvals.clone(),
-                infra.js.clone(),
-                config.agent_id.clone(),
-                config.approval_wait,
-            );
-            let mut tools = ToolRegistry::with_config(
-                root.clone(),
-                &config.tool_args.tools_config(Some(memory)),
-            )
-            .with_approver(Arc::new(approver));
-            tools.register(typed(tools::Sleep));
-            tools
-        },
+        tools,
         provider: config.provider.build().context("building the provider")?,
         gate_options: config.tool_args.gate_options(&root),
         ack_wait: config.ack_wait,
@@ -303,13 +307,7 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message) {
     // delivery fails instead of killing workers forever.
     let delivered = msg.info().map(|i| i.delivered).unwrap_or(1);
     if delivered > 1 {
-        swarm_runtime::metrics::redelivered(&format!(
-            "worker-{}",
-            subjects::Subject::parse(&msg.subject).map_or("", |s| match s {
-                Subject::Work { pool, .. } => pool,
-                _ => "",
-            })
-        ));
+        swarm_runtime::metrics::redelivered(&ctx.consumer);
         swarm_runtime::metrics::takeover("task");
     }
     if delivered > i64::from(env.body.max_attempts.max(1)) {
@@ -546,7 +544,7 @@ async fn run_rounds(
             .context("opening the step journal")?
         };
         let provider = journal::JournaledProvider::new(ctx.provider.clone(), journal.clone());
-        let tools = journal::journaled_tools(&ctx.tools, &journal);
+        let tools = journal::journaled_tools(&ctx.tools, &ctx.side_effect_tools, &journal);
         let options = RunOptions {
             budget: Budget {
                 max_tokens: a.budget.max_tokens,

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use swarm_common::{
     Codec, Envelope, FinalReport, Payload, SwarmDeploymentPlan, SwarmState, TaskDefinition,
-    WorkerDeploymentPlan, mission::MissionRequest, subjects,
+    TaskOutcome, WorkerDeploymentPlan, mission::MissionRequest, subjects,
 };
 use swarm_testkit::Cluster;
 
@@ -172,4 +172,13 @@ pub fn assert_all_running(cluster: &mut Cluster) {
     {
         assert!(p.is_running(), "{} stopped", p.name());
     }
+}
+
+/// The report's outcome of task `task_id`.
+pub fn outcome<'a>(report: &'a FinalReport, task_id: &str) -> &'a TaskOutcome {
+    report
+        .task_results
+        .iter()
+        .find(|t| t.task_id == task_id)
+        .unwrap_or_else(|| panic!("no task {task_id} in the report"))
 }
