@@ -49,28 +49,10 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// A journal known to be empty (the first delivery of an assignment):
-    /// nothing to load, so no round trip.
-    pub fn fresh(
-        kv: kv::Store,
-        swarm_id: &str,
-        task_id: &str,
-        attempt: u32,
-        revision: u32,
-        round: u32,
-    ) -> Arc<Journal> {
-        Arc::new(Journal {
-            kv,
-            prefix: format!("{swarm_id}.{task_id}.a{attempt}.r{revision}.i{round}"),
-            state: Mutex::new((std::collections::VecDeque::new(), 0)),
-            replayed: AtomicU64::new(0),
-            recorded: AtomicU64::new(0),
-        })
-    }
-
     /// Opens the journal of `(swarm, task, attempt, revision)` and of the
-    /// `round`-th answer to the task's questions (0 before any), loading
-    /// what an earlier delivery recorded.
+    /// `round`-th answer to the task's questions (0 before any). With
+    /// `load_earlier`, what an earlier delivery recorded is read for replay;
+    /// a first delivery has nothing there and skips the round trip.
     pub async fn open(
         kv: kv::Store,
         swarm_id: &str,
@@ -78,14 +60,13 @@ impl Journal {
         attempt: u32,
         revision: u32,
         round: u32,
+        load_earlier: bool,
     ) -> anyhow::Result<Arc<Journal>> {
         let prefix = format!("{swarm_id}.{task_id}.a{attempt}.r{revision}.i{round}");
         let mut earlier = std::collections::VecDeque::new();
-        loop {
-            let key = format!("{prefix}.s{}", earlier.len() + 1);
-            match kv.get(&key).await? {
-                Some(bytes) => earlier.push_back(Codec::MsgPack.decode::<Entry>(&bytes)?),
-                None => break,
+        if load_earlier {
+            while let Some(bytes) = kv.get(format!("{prefix}.s{}", earlier.len() + 1)).await? {
+                earlier.push_back(Codec::MsgPack.decode::<Entry>(&bytes)?);
             }
         }
         Ok(Arc::new(Journal {

@@ -522,27 +522,17 @@ async fn run_rounds(
     let mut round = 0;
     let mut verdicts = Vec::new();
     loop {
-        let journal = if delivered == 1 && round == 0 {
-            journal::Journal::fresh(
-                ctx.infra.journal.clone(),
-                &env.swarm_id,
-                &a.task_id,
-                a.attempt,
-                a.revision,
-                round,
-            )
-        } else {
-            journal::Journal::open(
-                ctx.infra.journal.clone(),
-                &env.swarm_id,
-                &a.task_id,
-                a.attempt,
-                a.revision,
-                round,
-            )
-            .await
-            .context("opening the step journal")?
-        };
+        let journal = journal::Journal::open(
+            ctx.infra.journal.clone(),
+            &env.swarm_id,
+            &a.task_id,
+            a.attempt,
+            a.revision,
+            round,
+            !(delivered == 1 && round == 0),
+        )
+        .await
+        .context("opening the step journal")?;
         let provider = journal::JournaledProvider::new(ctx.provider.clone(), journal.clone());
         let tools = journal::journaled_tools(&ctx.tools, &ctx.side_effect_tools, &journal);
         let options = RunOptions {

@@ -86,7 +86,7 @@ async fn a_redelivered_task_resumes_after_its_last_journaled_step() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("notes.txt"), "one two three").unwrap();
     let tools = ToolRegistry::builtin(ws.path());
-    let open = || Journal::open(infra.journal.clone(), "s1", "t1", 1, 0, 0);
+    let open = || Journal::open(infra.journal.clone(), "s1", "t1", 1, 0, 0, true);
 
     // First delivery: the model's first reply (a tool call) is journaled,
     // then the worker dies at the second call.
@@ -134,7 +134,7 @@ async fn a_redelivered_task_resumes_after_its_last_journaled_step() {
 
     // Another revision has a journal of its own.
     let fresh = Counting::new(None);
-    let journal = Journal::open(infra.journal.clone(), "s1", "t1", 1, 1, 0)
+    let journal = Journal::open(infra.journal.clone(), "s1", "t1", 1, 1, 0, true)
         .await
         .unwrap();
     run_task(
