@@ -1,7 +1,11 @@
 //! The floor: what the broker itself costs, measured on the same server as
 //! the scenario it is compared with. Request/reply round trip (core NATS),
-//! JetStream publish-ack (file storage, one at a time and pipelined), and KV
-//! compare-and-swap updates (one key one at a time, and many keys at once).
+//! JetStream publish-ack (file storage, one at a time and pipelined), KV
+//! compare-and-swap updates (one key one at a time, and many keys at once),
+//! and a JetStream ping-pong: a message stored and pulled by a durable
+//! consumer on a second connection, whose reply is stored and pulled back,
+//! the shape of a task hop (assignment to a worker, result to the manager)
+//! with nothing of ours in it.
 
 use std::future::IntoFuture;
 use std::time::{Duration, Instant};
@@ -41,6 +45,9 @@ pub struct Floor {
     pub cas: Summary,
     /// KV updates per second over [`KEYS`] keys at once.
     pub cas_rate: f64,
+    /// Stored, pulled, answered, stored and pulled back: two durable
+    /// deliveries through file storage.
+    pub ping_pong: Summary,
 }
 
 impl Floor {
@@ -89,9 +96,15 @@ impl Floor {
             "".into(),
             fmt_rate(self.cas_rate),
         ]);
+        t.row(lat(
+            "JetStream ping-pong (stored + pulled, there and back)",
+            &self.ping_pong,
+        ));
         t.note(format!(
-            "Hop floor (2 publish-acks + 1 CAS, medians): {}",
-            fmt_ms(self.hop_ms())
+            "Hop floor (2 publish-acks + 1 CAS, medians): {}; a hop that writes its state alongside \
+             the next assignment cannot beat the ping-pong ({})",
+            fmt_ms(self.hop_ms()),
+            fmt_ms(self.ping_pong.p50)
         ));
         t
     }
@@ -104,12 +117,14 @@ pub async fn measure(client: &async_nats::Client, url: &str, n: usize) -> anyhow
     let js = jetstream::new(client.clone());
     let (pub_ack, pub_rate) = publish_ack(&js, n).await?;
     let (cas, cas_rate) = compare_and_swap(&js, n).await?;
+    let ping_pong = ping_pong(&js, url, n).await?;
     Ok(Floor {
         rtt,
         pub_ack,
         pub_rate,
         cas,
         cas_rate,
+        ping_pong,
     })
 }
 
@@ -244,6 +259,76 @@ async fn compare_and_swap(js: &jetstream::Context, n: usize) -> anyhow::Result<(
     let rate = (KEYS * (per_key + 1)) as f64 / start.elapsed().as_secs_f64();
     let _ = js.delete_key_value(BUCKET).await;
     Ok((Summary::of(samples).context("no samples")?, rate))
+}
+
+/// Stream of the ping-pong measurement.
+const PING_STREAM: &str = "BENCH_PING";
+
+/// A pull consumer's message stream on `subject` of the ping-pong stream.
+async fn pull(
+    js: &jetstream::Context,
+    name: &str,
+    subject: &str,
+) -> anyhow::Result<jetstream::consumer::pull::Stream> {
+    use jetstream::consumer::{AckPolicy, pull};
+    let stream = js.get_stream(PING_STREAM).await?;
+    let consumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some(name.into()),
+            filter_subject: subject.into(),
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .with_context(|| format!("creating the {name} consumer"))?;
+    Ok(consumer.messages().await?)
+}
+
+/// A message stored and pulled by a consumer on a second connection, which
+/// stores a reply that a consumer here pulls: the time until it arrives.
+async fn ping_pong(js: &jetstream::Context, url: &str, n: usize) -> anyhow::Result<Summary> {
+    js.create_stream(stream::Config {
+        name: PING_STREAM.into(),
+        subjects: vec!["bench.floor.ping.>".into()],
+        storage: stream::StorageType::File,
+        ..Default::default()
+    })
+    .await
+    .context("creating the ping-pong stream")?;
+    let other = async_nats::connect(url)
+        .await
+        .context("connecting the ponger")?;
+    let other_js = jetstream::new(other);
+    let mut pings = pull(&other_js, "ponger", "bench.floor.ping.ping").await?;
+    let ponger = tokio::spawn(async move {
+        while let Some(Ok(msg)) = pings.next().await {
+            let _ = other_js
+                .publish("bench.floor.ping.pong", msg.payload.clone())
+                .await;
+            let _ = msg.ack().await;
+        }
+    });
+    let mut pongs = pull(js, "pinger", "bench.floor.ping.pong").await?;
+    let payload = Bytes::from(vec![b'x'; PAYLOAD]);
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..n + n / 10 {
+        let start = Instant::now();
+        js.publish("bench.floor.ping.ping", payload.clone())
+            .await
+            .context("ping")?;
+        let pong = tokio::time::timeout(Duration::from_secs(10), pongs.next())
+            .await
+            .context("no pong within 10 s")?
+            .context("the pong stream ended")?
+            .map_err(|e| anyhow::anyhow!("pulling a pong: {e}"))?;
+        if i >= n / 10 {
+            samples.push(ms(start.elapsed()));
+        }
+        let _ = pong.ack().await;
+    }
+    ponger.abort();
+    let _ = js.delete_stream(PING_STREAM).await;
+    Summary::of(samples).context("no samples")
 }
 
 /// How long a whole floor measurement may take before the run is declared

@@ -84,9 +84,11 @@ pub struct Args {
     /// Seconds a 10,000-task growth mission may run.
     #[arg(long, default_value_t = 120)]
     pub huge_cap: u64,
-    /// Manager ack_wait(s) in seconds for the failover scenario (default 1 and 30; 1 with --quick).
+    /// Manager ack_wait(s) in seconds for the failover scenario (default 1.5,
+    /// the manager's own default, and 30, its default with a model reviewer;
+    /// 1.5 with --quick).
     #[arg(long, value_delimiter = ',')]
-    pub ack_wait: Option<Vec<u64>>,
+    pub ack_wait: Option<Vec<f64>>,
     /// Manager replicas (the failover scenario runs at least 2).
     #[arg(long, default_value_t = 2)]
     pub managers: usize,

@@ -45,7 +45,7 @@ pub struct Scale {
     /// Length of each of their chains.
     pub failover_chain: usize,
     /// Manager `ack_wait`s to measure failover with, in seconds.
-    pub failover_ack_waits: Vec<u64>,
+    pub failover_ack_waits: Vec<f64>,
     /// How long a growth mission of 5,000 tasks or more may run before it
     /// is measured as far as it got.
     pub huge_cap: Duration,
@@ -67,7 +67,7 @@ impl Scale {
             memory_levels: vec![100, 500, 1000],
             failover_swarms: 20,
             failover_chain: 200,
-            failover_ack_waits: vec![1, 30],
+            failover_ack_waits: vec![1.5, 30.0],
             huge_cap: Duration::from_secs(120),
         }
     }
@@ -87,7 +87,7 @@ impl Scale {
             memory_levels: vec![20],
             failover_swarms: 4,
             failover_chain: 40,
-            failover_ack_waits: vec![1],
+            failover_ack_waits: vec![1.5],
             huge_cap: Duration::from_secs(20),
         }
     }
@@ -133,11 +133,12 @@ fn ensure_completed(report: &FinalReport, what: &str) -> anyhow::Result<()> {
 
 fn floor_note(floor: &Floor) -> String {
     format!(
-        "Floor on this server: request/reply {} · publish-ack {} · KV CAS {} · hop floor {} (medians).",
+        "Floor on this server: request/reply {} · publish-ack {} · KV CAS {} · hop floor {} · JetStream ping-pong {} (medians).",
         fmt_ms(floor.rtt.p50),
         fmt_ms(floor.pub_ack.p50),
         fmt_ms(floor.cas.p50),
-        fmt_ms(floor.hop_ms())
+        fmt_ms(floor.hop_ms()),
+        fmt_ms(floor.ping_pong.p50)
     )
 }
 
@@ -370,9 +371,10 @@ pub async fn latency(
             p50(ends),
             if is_chain {
                 format!(
-                    "{} ({} hop floor)",
+                    "{} ({} hop floor, {} ping-pong)",
                     fmt_ms(s.p50 / len as f64),
-                    fmt_x(s.p50 / len as f64, floor.hop_ms())
+                    fmt_x(s.p50 / len as f64, floor.hop_ms()),
+                    fmt_x(s.p50 / len as f64, floor.ping_pong.p50)
                 )
             } else {
                 "-".into()
@@ -639,11 +641,11 @@ pub async fn memory(c: &BenchCluster, scale: &Scale) -> anyhow::Result<Table> {
     Ok(t)
 }
 
-/// SIGKILL of a manager while swarms run: how long until they all progress again.
+/// SIGKILL of the active manager while swarms run: how long until they all progress again.
 pub async fn failover(
     c: &mut BenchCluster,
     scale: &Scale,
-    ack_wait: u64,
+    ack_wait: f64,
 ) -> anyhow::Result<Vec<String>> {
     let s = scale.failover_swarms;
     let l = scale.failover_chain;
@@ -655,9 +657,18 @@ pub async fn failover(
         .await
         .context("subscribing to assignments")?;
     let sink = seen.clone();
+    // The active manager (the one the server has pinned) sends the assignments.
+    let active: Arc<Mutex<String>> = Arc::default();
+    let sender = active.clone();
     let watcher = tokio::spawn(async move {
         while let Some(msg) = sub.next().await {
             let at = Instant::now();
+            if let Ok(env) = swarm_common::Envelope::<swarm_common::TaskAssignment>::decode(
+                swarm_common::Codec::MsgPack,
+                &msg.payload,
+            ) {
+                *sender.lock().unwrap_or_else(PoisonError::into_inner) = env.sender_agent;
+            }
             if let Some(subjects::Subject::Work { swarm_id, .. }) =
                 subjects::Subject::parse(&msg.subject)
             {
@@ -693,9 +704,21 @@ pub async fn failover(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // Kill the active manager: killing a standby changes nothing.
+    let victim = {
+        let id = active
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        id.strip_prefix("manager-")
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| n.checked_sub(1))
+            .filter(|i| *i < c.local.managers.len())
+            .unwrap_or(0)
+    };
     let killed_at = Instant::now();
-    c.local.managers[0].kill();
-    let wait_limit = Duration::from_secs(ack_wait + 60);
+    c.local.managers[victim].kill();
+    let wait_limit = Duration::from_secs_f64(ack_wait + 60.0);
     let mut finished_at: HashMap<String, Instant> = HashMap::new();
     let mut pending = Vec::new();
     for (id, rx) in swarms {
@@ -761,11 +784,13 @@ pub fn failover_table(
     let mut t = Table::new(
         format!("Failover: SIGKILL of one of two managers ({sync})"),
         format!(
-            "{} chains of {} tasks running on 2 managers sharing one durable consumer; once each \
-             swarm has had 3 assignments, manager-1 gets SIGKILL; for every swarm still running, \
-             the gap from the kill to its next state change (an assignment published, seen on a \
-             core subscription to `a2ap.work.general.>`, or its report). The takeover is the largest \
-             gap: the swarms whose event the dead replica held wait for `ack_wait` to expire",
+            "{} chains of {} tasks running on 2 managers pulling one durable consumer pinned to one \
+             of them; once each swarm has had 3 assignments, the active manager (the sender of the \
+             latest assignment) gets SIGKILL; for every swarm still running, the gap from the kill \
+             to its next state change (an assignment published, seen on a core subscription to \
+             `a2ap.work.general.>`, or its report). The takeover is the largest gap: the pin moves \
+             to the standby after the pin's lifetime (1 s), and the events the dead replica held \
+             wait for `ack_wait` to expire",
             scale.failover_swarms, scale.failover_chain
         ),
         &[

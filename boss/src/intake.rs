@@ -95,22 +95,29 @@ impl Intake {
         }
     }
 
-    /// Records an accepted mission (KV record, then the missions stream the
-    /// planners consume) and returns the reply. The same mission id gives the
-    /// same swarm id and `duplicate: true`.
+    /// Records an accepted mission and returns the reply. A mission with its
+    /// own plan needs no planner: its record is stored as deployed and the
+    /// deployment published from here. Any other mission goes to the missions
+    /// stream the planners consume. The same mission id gives the same swarm
+    /// id and `duplicate: true`.
     async fn accept(
         &self,
         request: swarm_common::mission::MissionRequest,
     ) -> Result<MissionReply, ErrorBody> {
         let swarm_id = swarm_id_for(request.mission_id.as_deref());
         let now = Utc::now();
+        let plan = request.plan.as_ref().map(crate::planning::explicit_plan);
         let record = MissionRecord {
             swarm_id: swarm_id.clone(),
             request,
-            status: MissionStatus::Accepted,
+            status: if plan.is_some() {
+                MissionStatus::Deployed
+            } else {
+                MissionStatus::Accepted
+            },
             accepted_at: now,
             updated_at: now,
-            plan: None,
+            plan,
             overall_status: None,
             report_object: None,
             report_file: None,
@@ -122,32 +129,49 @@ impl Intake {
             err
         };
         let bytes = Bytes::from(Codec::MsgPack.encode(&record).map_err(ErrorBody::from)?);
-        let mut duplicate = false;
-        match self.infra.missions.create(&swarm_id, bytes.clone()).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == async_nats::jetstream::kv::CreateErrorKind::AlreadyExists => {
-                duplicate = true;
-                // Accepted before. If it was never handed to a planner (the
-                // earlier attempt failed half-way), hand it over now.
-                let existing = self
-                    .infra
-                    .missions
-                    .get(&swarm_id)
-                    .await
-                    .map_err(|e| internal("reading the mission record", &e))?;
-                let status = existing
-                    .and_then(|b| Codec::MsgPack.decode::<MissionRecord>(&b).ok())
-                    .map(|r| r.status);
-                if status != Some(MissionStatus::Accepted) {
-                    info!(%swarm_id, "duplicate mission; already under way");
-                    return Ok(MissionReply {
-                        swarm_id,
-                        status: "accepted".into(),
-                        duplicate,
-                    });
+        let (record, bytes, mut duplicate) =
+            match self.infra.missions.create(&swarm_id, bytes.clone()).await {
+                Ok(_) => (record, bytes, false),
+                Err(e) if e.kind() == async_nats::jetstream::kv::CreateErrorKind::AlreadyExists => {
+                    // Accepted before: go on from the stored record, in case
+                    // the earlier attempt failed half-way.
+                    let existing = self
+                        .infra
+                        .missions
+                        .get(&swarm_id)
+                        .await
+                        .map_err(|e| internal("reading the mission record", &e))?
+                        .ok_or_else(|| internal("reading the mission record", &"it vanished"))?;
+                    let stored: MissionRecord = Codec::MsgPack
+                        .decode(&existing)
+                        .map_err(|e| internal("decoding the mission record", &e))?;
+                    (stored, existing, true)
                 }
+                Err(e) => return Err(internal("recording the mission", &e)),
+            };
+        let reply = |duplicate: bool| MissionReply {
+            swarm_id: swarm_id.clone(),
+            status: "accepted".into(),
+            duplicate,
+        };
+        match (&record.status, &record.plan) {
+            (MissionStatus::Accepted, _) => {}
+            // Deploying again is safe while the deployment's deduplication
+            // window (an hour) surely covers the first one.
+            (MissionStatus::Deployed, Some(plan))
+                if record.request.plan.is_some()
+                    && now - record.accepted_at < chrono::Duration::minutes(30) =>
+            {
+                crate::planning::deploy(&self.infra, &self.agent_id, &record, plan, &self.limits)
+                    .await
+                    .map_err(|e| internal("deploying the mission", &format!("{e:#}")))?;
+                info!(%swarm_id, duplicate, "mission accepted and deployed");
+                return Ok(reply(duplicate));
             }
-            Err(e) => return Err(internal("recording the mission", &e)),
+            _ => {
+                info!(%swarm_id, "duplicate mission; already under way");
+                return Ok(reply(duplicate));
+            }
         }
         // While a stream's leader is being elected the publish fails for a
         // moment: retry it (the message id keeps a retry from landing twice).
@@ -171,10 +195,6 @@ impl Intake {
         .map_err(|e| internal("recording the mission", &e))?;
         duplicate |= ack.duplicate;
         info!(%swarm_id, duplicate, "mission accepted");
-        Ok(MissionReply {
-            swarm_id,
-            status: "accepted".into(),
-            duplicate,
-        })
+        Ok(reply(duplicate))
     }
 }

@@ -45,7 +45,8 @@ impl Planner {
             }
         };
         let swarm_id = record.swarm_id.clone();
-        match self.plan_and_deploy(&record).await {
+        let delivered = msg.info().map(|i| i.delivered).unwrap_or(2);
+        match self.plan_and_deploy(&record, delivered).await {
             Ok(()) => {
                 let _ = msg.ack().await;
             }
@@ -58,10 +59,16 @@ impl Planner {
         }
     }
 
-    async fn plan_and_deploy(&self, record: &MissionRecord) -> anyhow::Result<()> {
+    /// Plans and deploys a mission delivered `delivered` times.
+    async fn plan_and_deploy(&self, record: &MissionRecord, delivered: i64) -> anyhow::Result<()> {
         let swarm_id = &record.swarm_id;
-        let current = records::load(&self.infra.missions, swarm_id).await?;
-        if let Some((r, _)) = &current
+        // On a first delivery the message is the record as accepted: the
+        // intake hands a mission over once (a resubmission within the
+        // stream's day-long deduplication window lands on this message), and
+        // only the planner moves the record on. A redelivery may follow a
+        // planner that got further before it died: read where it stands.
+        if delivered > 1
+            && let Some((r, _)) = records::load(&self.infra.missions, swarm_id).await?
             && r.status != MissionStatus::Accepted
         {
             info!(%swarm_id, status = ?r.status, "mission already planned");
@@ -69,13 +76,7 @@ impl Planner {
         }
         let request = &record.request;
         let plan: SwarmDeploymentPlan = match &request.plan {
-            Some(p) => {
-                let mut p = p.clone();
-                if p.planner.is_empty() {
-                    p.planner = "explicit".into();
-                }
-                p
-            }
+            Some(p) => explicit_plan(p),
             None => match &self.provider {
                 Some(provider) => {
                     match swarm_agent::planner::plan_with_provider(
@@ -97,41 +98,12 @@ impl Planner {
         if let Err(e) = validate_plan(&plan, &self.limits) {
             return self.fail(record, e).await;
         }
-        let max_execution = chrono::Duration::from_std(request.max_execution(&self.limits))
-            .unwrap_or_else(|_| {
-                chrono::Duration::minutes(i64::from(self.limits.max_execution_minutes))
-            });
-        let deployment = SwarmDeployment {
-            mission: request.mission.clone(),
-            mission_id: request.mission_id.clone(),
-            plan: plan.clone(),
-            limits: self.limits.clone(),
-            budget: request.budget(),
-            accepted_at: record.accepted_at,
-            deadline: record.accepted_at + max_execution,
-        };
-        let tasks = swarm_common::validate::expand_tasks(&plan).len();
-        let env = Envelope::new(
-            self.agent_id.as_str(),
-            "manager",
-            swarm_id.as_str(),
-            swarm_id.as_str(),
-            deployment,
-        );
-        wire::publish(
-            &self.infra.js,
-            subjects::deploy(swarm_id),
-            &env,
-            Some(&format!("{swarm_id}.deploy")),
-        )
-        .await
-        .context("publishing the deployment")?;
+        deploy(&self.infra, &self.agent_id, record, &plan, &self.limits).await?;
         records::update(&self.infra.missions, swarm_id, Some(record), |r| {
             r.status = MissionStatus::Deployed;
             r.plan = Some(plan.clone());
         })
         .await?;
-        info!(%swarm_id, tasks, workers = plan.workers.len(), planner = %plan.planner, "swarm deployed");
         Ok(())
     }
 
@@ -169,4 +141,55 @@ impl Planner {
         .await?;
         Ok(())
     }
+}
+
+/// A mission's own plan, named as such when it does not say who planned it.
+pub fn explicit_plan(plan: &SwarmDeploymentPlan) -> SwarmDeploymentPlan {
+    let mut p = plan.clone();
+    if p.planner.is_empty() {
+        p.planner = "explicit".into();
+    }
+    p
+}
+
+/// Publishes the deployment of `record`'s mission with `plan` to the
+/// managers, deduplicated by the swarm's id, and waits until it is stored.
+pub async fn deploy(
+    infra: &Infra,
+    agent_id: &str,
+    record: &MissionRecord,
+    plan: &SwarmDeploymentPlan,
+    limits: &Limits,
+) -> anyhow::Result<()> {
+    let swarm_id = &record.swarm_id;
+    let request = &record.request;
+    let max_execution = chrono::Duration::from_std(request.max_execution(limits))
+        .unwrap_or_else(|_| chrono::Duration::minutes(i64::from(limits.max_execution_minutes)));
+    let deployment = SwarmDeployment {
+        mission: request.mission.clone(),
+        mission_id: request.mission_id.clone(),
+        plan: plan.clone(),
+        limits: limits.clone(),
+        budget: request.budget(),
+        accepted_at: record.accepted_at,
+        deadline: record.accepted_at + max_execution,
+    };
+    let tasks = swarm_common::validate::expand_tasks(plan).len();
+    let env = Envelope::new(
+        agent_id,
+        "manager",
+        swarm_id.as_str(),
+        swarm_id.as_str(),
+        deployment,
+    );
+    wire::publish(
+        &infra.js,
+        subjects::deploy(swarm_id),
+        &env,
+        Some(&format!("{swarm_id}.deploy")),
+    )
+    .await
+    .context("publishing the deployment")?;
+    info!(%swarm_id, tasks, workers = plan.workers.len(), planner = %plan.planner, "swarm deployed");
+    Ok(())
 }

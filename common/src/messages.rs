@@ -313,8 +313,10 @@ impl Payload for SwarmDeployment {
 }
 
 /// The finished result of a dependency, handed to a task as context. The
-/// result's text is the `ResultSubmission` at `result_seq` in the A2AP stream,
-/// so an assignment stays small however large its inputs are.
+/// result's text is the `ResultSubmission` at `result_seq` in the A2AP stream;
+/// the manager also carries it in `result` when it has it at hand and it is
+/// small, which spares the worker a read. An assignment stays small however
+/// large its inputs are.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContextRef {
     /// The dependency.
@@ -323,6 +325,9 @@ pub struct ContextRef {
     pub title: String,
     /// Stream sequence of its accepted `ResultSubmission`.
     pub result_seq: u64,
+    /// The result's text, when the manager sends it along; else read it at `result_seq`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
 }
 
 /// A task handed to a worker pool, with the persona to play.

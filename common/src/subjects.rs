@@ -44,6 +44,9 @@ pub const PLANNER_CONSUMER: &str = "boss-planner";
 pub const REPORTS_CONSUMER: &str = "boss-reports";
 /// Durable consumer the manager replicas share for swarm events.
 pub const MANAGER_CONSUMER: &str = "manager";
+/// Priority group of [`MANAGER_CONSUMER`]: the server pins it to one replica
+/// at a time (the active manager); the others pull on standby.
+pub const MANAGER_GROUP: &str = "managers";
 
 /// Subjects the manager consumes: deployments, results, errors, control.
 pub fn manager_filters() -> Vec<String> {

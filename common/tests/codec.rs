@@ -139,6 +139,7 @@ fn assignment() -> TaskAssignment {
             task_id: "t1".into(),
             title: "Read".into(),
             result_seq: 17,
+            result: Some("notes.txt holds 42 words".into()),
         }],
         max_steps: 8,
         max_attempts: 3,

@@ -509,6 +509,7 @@ fn assignment(state: &SwarmState, t: &TaskState) -> Command {
                 task_id: d.definition.task_id.clone(),
                 title: d.definition.title.clone(),
                 result_seq: seq,
+                result: None,
             })
         })
         .collect();

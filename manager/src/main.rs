@@ -16,10 +16,15 @@ struct Cli {
     /// Copies of each stream and bucket it creates (3 for a production cluster).
     #[arg(long, env = "SWARM_REPLICAS", default_value_t = 1)]
     replicas: usize,
-    /// Seconds the server waits for an event's ack before redelivering it.
-    /// (Default 3, or 30 with a model reviewer, whose calls a redelivery would pay for twice.)
+    /// Seconds the server waits for an event's ack before redelivering it
+    /// (default 1.5, or 30 with a model reviewer, whose calls a redelivery
+    /// would pay for twice). A takeover waits for this long.
     #[arg(long, env = "SWARM_MANAGER_ACK_WAIT")]
-    ack_wait: Option<u64>,
+    ack_wait: Option<f64>,
+    /// Seconds the server keeps the active replica pinned after it stops
+    /// pulling; then a standby replica becomes the active one.
+    #[arg(long, env = "SWARM_MANAGER_PIN_TTL", default_value_t = 1.0)]
+    pin_ttl: f64,
     /// The model that reviews results and summarises reports (`offline`: rule-based review only).
     #[command(flatten)]
     provider: swarm_agent::provider::ProviderArgs,
@@ -31,7 +36,7 @@ struct Cli {
     allow_command_gates: bool,
 }
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let agent_id = swarm_runtime::start_role(&cli.common, &cli.health, "manager").await?;
@@ -46,8 +51,10 @@ async fn main() -> anyhow::Result<()> {
     }
     // A takeover waits for this long, so keep it short; but a batch held
     // for a model's review must not be handed to another replica meanwhile.
-    let default_ack_wait = if config.reviewer.is_some() { 30 } else { 3 };
-    config.ack_wait = Duration::from_secs(cli.ack_wait.unwrap_or(default_ack_wait).max(1));
+    let default_ack_wait = if config.reviewer.is_some() { 30.0 } else { 1.5 };
+    let seconds = |s: f64| Duration::from_secs_f64(if s.is_finite() { s.max(0.5) } else { 0.5 });
+    config.ack_wait = seconds(cli.ack_wait.unwrap_or(default_ack_wait));
+    config.pin_ttl = seconds(cli.pin_ttl);
     config.gate_options = swarm_agent::gates::GateOptions {
         allow_commands: cli.allow_command_gates,
         command_dir: None,

@@ -1,25 +1,39 @@
 //! The manager's NATS layer: carries swarm events from JetStream into the
 //! state machine ([`crate::machine`]) and its commands back out.
 //!
-//! Manager replicas share one durable pull consumer. Within a replica each
-//! swarm is an actor (one task, one channel), so a swarm's events are applied
-//! one at a time in delivery order. Across replicas every state write is a
-//! compare-and-swap on the swarm's key: a replica that loses the race reloads
-//! and applies the event again, and because events are idempotent by content
-//! nothing is applied twice. A message is acked only after the state it
-//! changed is stored and the side effects it decided are published; a crash
-//! in between means redelivery to any replica, which re-sends the owed side
-//! effects under the same deduplication ids.
+//! Manager replicas pull from one durable consumer whose priority group the
+//! server pins to one replica at a time: the active manager gets every
+//! swarm's events, the others wait on standby and the server moves the pin
+//! to one of them when the active one stops pulling (crash, stall or
+//! shutdown). So each swarm has one owner, whose cached state stays current
+//! from one event to the next. Within a replica each swarm is an actor (one
+//! task, one channel) that applies its queued events as one batch. Every
+//! state write is still a compare-and-swap on the swarm's key: a replica
+//! that lost the pin while it held a batch loses the race, reloads and
+//! applies again, and because events are idempotent by content nothing is
+//! applied twice. A message is acked only after the state it changed is
+//! stored and the side effects it decided are published; a crash in between
+//! means redelivery, which re-sends the owed side effects under the same
+//! deduplication ids.
+//!
+//! On the hot paths (a batch of results applied to a state this replica
+//! wrote itself since it last got the pin; a new swarm's deployment) the new
+//! assignments are published while the state is written, not after: both
+//! are durable before any event is acked, and an assignment is deduplicated
+//! by its id if a lost race makes another replica decide it again. Errors,
+//! control messages and the final report wait for their state write, since
+//! what they decide (a retry, a verdict) must come from the stored state.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use async_nats::jetstream::{
     self, AckKind,
-    consumer::{AckPolicy, DeliverPolicy, PullConsumer, pull},
+    consumer::{AckPolicy, DeliverPolicy, PriorityPolicy, PullConsumer, pull},
     kv,
 };
 use bytes::Bytes;
@@ -53,6 +67,9 @@ pub struct ManagerConfig {
     pub replicas: usize,
     /// How long the server waits for an ack before redelivering an event.
     pub ack_wait: Duration,
+    /// How long the server keeps this replica pinned as the active manager
+    /// after it stops pulling (a crashed replica's standby takes over then).
+    pub pin_ttl: Duration,
     /// Most swarms this replica works on at once.
     pub max_swarms: usize,
     /// The model that reviews results and summarises reports; `None`: the
@@ -70,7 +87,8 @@ impl ManagerConfig {
             agent_id: agent_id.into(),
             drain_timeout: Duration::from_secs(10),
             replicas: 1,
-            ack_wait: Duration::from_secs(3),
+            ack_wait: Duration::from_millis(1500),
+            pin_ttl: Duration::from_secs(1),
             max_swarms: 1000,
             reviewer: None,
             gate_options: GateOptions::default(),
@@ -84,6 +102,9 @@ struct Ctx {
     gate_options: GateOptions,
     /// Deadlines of the running swarms this replica has seen, for the sweeper.
     deadlines: std::sync::Mutex<HashMap<String, chrono::DateTime<Utc>>>,
+    /// Counts the pins this replica has been given: a cached state from an
+    /// earlier pin may be behind another replica's writes.
+    pin_epoch: AtomicU64,
     infra: Infra,
     a2ap: jetstream::stream::Stream,
     agent_id: String,
@@ -98,16 +119,7 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
     let infra = Infra::ensure(&client, config.replicas).await?;
     let a2ap = infra.a2ap().await?;
     let consumer: PullConsumer = a2ap
-        .create_consumer(pull::Config {
-            durable_name: Some(subjects::MANAGER_CONSUMER.into()),
-            description: Some("Manager replicas: deployments, results, errors, control".into()),
-            filter_subjects: subjects::manager_filters(),
-            ack_policy: AckPolicy::Explicit,
-            ack_wait: config.ack_wait,
-            deliver_policy: DeliverPolicy::All,
-            max_ack_pending: 10_000,
-            ..Default::default()
-        })
+        .create_consumer(manager_consumer_config(&config))
         .await
         .context("creating the manager consumer")?;
     let mut consumer = consumer;
@@ -119,7 +131,18 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
         info.config.filter_subjects == subjects::manager_filters(),
         "the server dropped the manager consumer's filter_subjects (nats-server >= 2.10 needed)"
     );
+    anyhow::ensure!(
+        info.config.priority_policy == PriorityPolicy::PinnedClient,
+        "the server dropped the manager consumer's pinned priority group (nats-server >= 2.11 needed)"
+    );
+    // Pull requests must be renewed well within the pin's lifetime, or the
+    // active replica loses the pin between two of them.
+    let expires = (config.pin_ttl / 4).max(Duration::from_millis(100));
     let mut messages = consumer
+        .stream()
+        .group(subjects::MANAGER_GROUP)
+        .expires(expires)
+        .heartbeat(expires / 2)
         .messages()
         .await
         .context("pulling manager events")?;
@@ -128,6 +151,7 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
         reviewer: config.reviewer.clone(),
         gate_options: config.gate_options.clone(),
         deadlines: Default::default(),
+        pin_epoch: AtomicU64::new(0),
         infra,
         a2ap,
         agent_id: config.agent_id.clone(),
@@ -139,6 +163,7 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
 
     let mut actors: HashMap<String, mpsc::UnboundedSender<jetstream::Message>> = HashMap::new();
     let mut running = JoinSet::new();
+    let mut pin: Option<String> = None;
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -160,9 +185,33 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
                     warn!(error = %e, "pulling manager events failed; retrying");
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
-                Some(Ok(msg)) => route(&ctx, &mut actors, &mut running, msg, config.max_swarms).await,
+                Some(Ok(msg)) => {
+                    let pinned = msg
+                        .headers
+                        .as_ref()
+                        .and_then(|h| h.get(async_nats::header::NATS_PIN_ID))
+                        .map(|v| v.as_str());
+                    if let Some(id) = pinned
+                        && pin.as_deref() != Some(id)
+                    {
+                        info!(pin = id, "this replica is the active manager");
+                        pin = Some(id.to_owned());
+                        ctx.pin_epoch.fetch_add(1, Ordering::SeqCst);
+                    }
+                    route(&ctx, &mut actors, &mut running, msg, config.max_swarms).await
+                }
             }
         }
+    }
+    // Hand the pin over now rather than after it lapses: a standby replica
+    // takes the swarms while this one finishes what it holds.
+    drop(messages);
+    if let Err(e) = ctx
+        .a2ap
+        .unpin_consumer(subjects::MANAGER_CONSUMER, subjects::MANAGER_GROUP)
+        .await
+    {
+        debug!(error = %e, "could not release the pin; it lapses on its own");
     }
     info!("manager draining");
     swarm_runtime::health::stopping();
@@ -177,6 +226,23 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
     }
     client.drain().await.ok();
     Ok(())
+}
+
+/// The manager consumer: pinned to one replica at a time.
+fn manager_consumer_config(config: &ManagerConfig) -> pull::Config {
+    pull::Config {
+        durable_name: Some(subjects::MANAGER_CONSUMER.into()),
+        description: Some("Manager replicas: deployments, results, errors, control".into()),
+        filter_subjects: subjects::manager_filters(),
+        ack_policy: AckPolicy::Explicit,
+        ack_wait: config.ack_wait,
+        deliver_policy: DeliverPolicy::All,
+        max_ack_pending: 10_000,
+        priority_policy: PriorityPolicy::PinnedClient,
+        priority_groups: vec![subjects::MANAGER_GROUP.into()],
+        priority_timeout: config.pin_ttl,
+        ..Default::default()
+    }
 }
 
 async fn route(
@@ -231,6 +297,43 @@ struct Cached {
     revision: u64,
 }
 
+/// Accepted results' texts a swarm's actor keeps, by stream sequence, so an
+/// assignment can carry its dependencies' results and the report needs no
+/// reads. Bounded: what does not fit is read from the stream instead.
+#[derive(Default)]
+struct Results {
+    texts: HashMap<u64, String>,
+    bytes: usize,
+}
+
+/// Most bytes of result text one swarm's actor keeps.
+const RESULT_CACHE_BYTES: usize = 1 << 20;
+/// Most bytes of dependency results carried inside one assignment.
+const INLINE_CONTEXT_BYTES: usize = 64 * 1024;
+
+impl Results {
+    fn remember(&mut self, seq: u64, text: &str) {
+        if self.bytes + text.len() <= RESULT_CACHE_BYTES && !self.texts.contains_key(&seq) {
+            self.bytes += text.len();
+            self.texts.insert(seq, text.to_owned());
+        }
+    }
+
+    /// Fills in the context results of `assignment` that are at hand, within
+    /// [`INLINE_CONTEXT_BYTES`]; the worker reads the others from the stream.
+    fn inline(&self, assignment: &mut swarm_common::TaskAssignment) {
+        let mut budget = INLINE_CONTEXT_BYTES;
+        for c in &mut assignment.context {
+            if let Some(text) = self.texts.get(&c.result_seq)
+                && text.len() <= budget
+            {
+                budget -= text.len();
+                c.result = Some(text.clone());
+            }
+        }
+    }
+}
+
 /// How long a swarm's actor waits for its next event before it ends.
 const ACTOR_IDLE: Duration = Duration::from_secs(2);
 
@@ -243,6 +346,8 @@ async fn actor(
     mut rx: mpsc::UnboundedReceiver<jetstream::Message>,
 ) -> String {
     let mut cache: Option<Cached> = None;
+    let mut results = Results::default();
+    let mut epoch = ctx.pin_epoch.load(Ordering::SeqCst);
     loop {
         // An actor idle for a while ends (after what is still queued), so a
         // replica at capacity frees room for swarms that have events.
@@ -276,7 +381,14 @@ async fn actor(
                 }
             })
         };
-        let outcomes = handle_batch(&ctx, &swarm_id, &mut cache, &batch).await;
+        // A state cached under an earlier pin may be behind the writes of
+        // the replica that held the pin in between.
+        let now_epoch = ctx.pin_epoch.load(Ordering::SeqCst);
+        if now_epoch != epoch {
+            epoch = now_epoch;
+            cache = None;
+        }
+        let outcomes = handle_batch(&ctx, &swarm_id, &mut cache, &mut results, &batch).await;
         ticker.abort();
         for (msg, outcome) in batch.iter().zip(outcomes) {
             let ack = match outcome {
@@ -461,6 +573,7 @@ async fn handle_batch(
     ctx: &Ctx,
     swarm_id: &str,
     cache: &mut Option<Cached>,
+    results: &mut Results,
     msgs: &[jetstream::Message],
 ) -> Vec<Result<(), Failure>> {
     let mut outcomes: Vec<Option<Result<(), Failure>>> = msgs.iter().map(|_| None).collect();
@@ -504,7 +617,16 @@ async fn handle_batch(
     }
     if !items.is_empty() {
         review_results(ctx, swarm_id, cache, &mut items).await;
-        let settled = apply_batch(ctx, swarm_id, cache, &items).await;
+        for item in &items {
+            if let Incoming::Event(Event::Result {
+                seq, submission, ..
+            }) = &item.incoming
+                && submission.status == swarm_common::TaskStatus::Completed
+            {
+                results.remember(*seq, &submission.result);
+            }
+        }
+        let settled = apply_batch(ctx, swarm_id, cache, results, &items).await;
         for (item, outcome) in items.iter().zip(settled) {
             outcomes[item.index] = Some(outcome);
         }
@@ -609,12 +731,31 @@ async fn apply_batch(
     ctx: &Ctx,
     swarm_id: &str,
     cache: &mut Option<Cached>,
+    results: &Results,
     items: &[Item],
 ) -> Vec<Result<(), Failure>> {
+    // Results only, applied to a state this replica wrote or read under its
+    // current pin: the hot path, whose assignments go out with the write.
+    let only_results = items
+        .iter()
+        .all(|i| matches!(i.incoming, Incoming::Event(Event::Result { .. })));
     let all = |f: &dyn Fn() -> Failure| items.iter().map(|_| Err(f())).collect::<Vec<_>>();
+    // A swarm's deployment, delivered for the first time, has no state yet:
+    // create it without reading first (a lost race reads), and send its
+    // first assignments while it is written. Should the swarm exist after
+    // all, they are copies of assignments sent since the mission was
+    // accepted, so within the stream's deduplication window if the mission
+    // is younger than it: they land once.
+    let mut assume_new = cache.is_none()
+        && items.first().is_some_and(|i| {
+            i.delivered == 1
+                && matches!(&i.incoming, Incoming::Deploy(d)
+                    if Utc::now() - d.accepted_at < chrono::Duration::minutes(30))
+        });
     'attempt: for _ in 0..16 {
         let fresh = cache.is_none();
-        if fresh {
+        let new_swarm = fresh && std::mem::take(&mut assume_new);
+        if fresh && !new_swarm {
             match load(ctx, swarm_id).await {
                 Ok(c) => *cache = c,
                 Err(e) => return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}"))),
@@ -670,8 +811,25 @@ async fn apply_batch(
             *cache = None;
             continue 'attempt;
         }
+        let (assigns, finalize) = split(commands);
+        let mut sent = false;
         if changed && let Some(mut next) = state {
-            match store(ctx, &mut next, revision).await {
+            let stored = if (only_results && !fresh) || new_swarm {
+                // The assignments first: `join!` polls in order, so they are
+                // on the wire before the state is even encoded.
+                let (published, stored) = tokio::join!(
+                    send_assignments(ctx, swarm_id, results, &assigns),
+                    store(ctx, &mut next, revision)
+                );
+                if let Err(e) = published {
+                    return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}")));
+                }
+                sent = true;
+                stored
+            } else {
+                store(ctx, &mut next, revision).await
+            };
+            match stored {
                 Ok(Some(rev)) => {
                     *cache = Some(Cached {
                         state: next,
@@ -686,7 +844,10 @@ async fn apply_batch(
                 Err(e) => return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}"))),
             }
         }
-        if let Err(e) = execute(ctx, cache, dedup(commands)).await {
+        if !sent && let Err(e) = send_assignments(ctx, swarm_id, results, &assigns).await {
+            return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}")));
+        }
+        if finalize && let Err(e) = publish_report(ctx, cache, results).await {
             return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}")));
         }
         if let Some(c) = cache.as_ref() {
@@ -697,71 +858,66 @@ async fn apply_batch(
     all(&|| Failure::Retry(anyhow::anyhow!("state kept changing under us")))
 }
 
-/// One command each: an assignment owed twice in a batch goes out once, and so does the report.
-fn dedup(commands: Vec<Command>) -> Vec<Command> {
+/// An assignment to publish: pool, deduplication id, body.
+type Assignment = (String, String, Box<swarm_common::TaskAssignment>);
+
+/// Splits a batch's commands into its assignments, one each (an assignment
+/// owed twice in a batch goes out once), and whether the report is owed.
+fn split(commands: Vec<Command>) -> (Vec<Assignment>, bool) {
     let mut seen = std::collections::HashSet::new();
     let mut finalize = false;
-    let mut out = Vec::with_capacity(commands.len());
+    let mut assigns = Vec::with_capacity(commands.len());
     for c in commands {
-        match &c {
-            Command::Assign { msg_id, .. } => {
-                if seen.insert(msg_id.clone()) {
-                    out.push(c);
-                }
-            }
-            Command::Finalize => finalize = true,
-        }
-    }
-    if finalize {
-        out.push(Command::Finalize);
-    }
-    out
-}
-
-async fn execute(
-    ctx: &Ctx,
-    cache: &mut Option<Cached>,
-    commands: Vec<Command>,
-) -> anyhow::Result<()> {
-    let Some(c) = cache.as_ref() else {
-        return Ok(());
-    };
-    let swarm_id = c.state.swarm_id.clone();
-    // Send every assignment first, then wait for all the acks: one round trip, not one per task.
-    let mut acks = Vec::new();
-    let mut finalize = false;
-    for cmd in commands {
-        match cmd {
+        match c {
             Command::Assign {
                 pool,
                 msg_id,
                 assignment,
             } => {
-                info!(task_id = %assignment.task_id, attempt = assignment.attempt, revision = assignment.revision, %pool, "task assigned");
-                let subject = subjects::work(&pool, &swarm_id, &assignment.task_id);
-                let correlation = assignment.task_id.clone();
-                let env = Envelope::new(
-                    ctx.agent_id.as_str(),
-                    pool.as_str(),
-                    swarm_id.as_str(),
-                    correlation,
-                    *assignment,
-                );
-                acks.push(wire::send(&ctx.infra.js, subject, &env, Some(&msg_id)).await?);
+                if seen.insert(msg_id.clone()) {
+                    assigns.push((pool, msg_id, assignment));
+                }
             }
             Command::Finalize => finalize = true,
         }
     }
+    (assigns, finalize)
+}
+
+/// Publishes assignments, each with its dependencies' results that are at
+/// hand: all sent first, then every ack awaited (one round trip, not one per task).
+async fn send_assignments(
+    ctx: &Ctx,
+    swarm_id: &str,
+    results: &Results,
+    assigns: &[Assignment],
+) -> anyhow::Result<()> {
+    let mut acks = Vec::with_capacity(assigns.len());
+    for (pool, msg_id, assignment) in assigns {
+        info!(task_id = %assignment.task_id, attempt = assignment.attempt, revision = assignment.revision, %pool, "task assigned");
+        let subject = subjects::work(pool, swarm_id, &assignment.task_id);
+        let mut body = assignment.as_ref().clone();
+        results.inline(&mut body);
+        let env = Envelope::new(
+            ctx.agent_id.as_str(),
+            pool.as_str(),
+            swarm_id,
+            body.task_id.clone(),
+            body,
+        );
+        acks.push(wire::send(&ctx.infra.js, subject, &env, Some(msg_id)).await?);
+    }
     for ack in acks {
         ack.await.context("assignment not stored")?;
-    }
-    if finalize {
-        publish_report(ctx, cache).await?;
     }
     Ok(())
 }
 
-async fn publish_report(ctx: &Ctx, cache: &mut Option<Cached>) -> anyhow::Result<()> {
+async fn publish_report(
+    ctx: &Ctx,
+    cache: &mut Option<Cached>,
+    results: &Results,
+) -> anyhow::Result<()> {
     let Some(c) = cache.as_ref() else {
         return Ok(());
     };
@@ -771,12 +927,26 @@ async fn publish_report(ctx: &Ctx, cache: &mut Option<Cached>) -> anyhow::Result
         .iter()
         .filter_map(|t| t.result_seq.map(|seq| (t.definition.task_id.as_str(), seq)))
         .collect();
-    let seqs: Vec<u64> = done.iter().map(|(_, seq)| *seq).collect();
-    let submissions = wire::read_results(&ctx.a2ap, &seqs).await?;
+    // Results at hand are not read again; the rest come from the stream.
+    let missing: Vec<u64> = done
+        .iter()
+        .map(|(_, seq)| *seq)
+        .filter(|seq| !results.texts.contains_key(seq))
+        .collect();
+    let mut read: HashMap<u64, String> = missing
+        .iter()
+        .copied()
+        .zip(wire::read_results(&ctx.a2ap, &missing).await?)
+        .map(|(seq, sub)| (seq, sub.result))
+        .collect();
     let results: HashMap<String, String> = done
         .iter()
-        .zip(submissions)
-        .map(|((task_id, _), sub)| (task_id.to_string(), sub.result))
+        .filter_map(|(task_id, seq)| {
+            let text = read
+                .remove(seq)
+                .or_else(|| results.texts.get(seq).cloned())?;
+            Some((task_id.to_string(), text))
+        })
         .collect();
     let mut report: FinalReport =
         crate::report::build(state, &results, ctx.report_budget, Utc::now());
@@ -922,5 +1092,73 @@ async fn sweep_deadlines(ctx: Arc<Ctx>) {
                 Err(e) => warn!(%swarm_id, error = %e, "cannot send the expiry; will retry"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assignment(seqs: &[u64]) -> swarm_common::TaskAssignment {
+        let persona = swarm_common::WorkerDeploymentPlan {
+            name: "w".into(),
+            role: String::new(),
+            system_prompt: String::new(),
+            tools: Vec::new(),
+            collaborators: Vec::new(),
+            pool: "general".into(),
+        };
+        swarm_common::TaskAssignment {
+            task_id: "t".into(),
+            title: "t".into(),
+            description: "t".into(),
+            persona,
+            attempt: 0,
+            revision: 0,
+            feedback: Vec::new(),
+            context: seqs
+                .iter()
+                .map(|&seq| swarm_common::ContextRef {
+                    task_id: format!("d{seq}"),
+                    title: String::new(),
+                    result_seq: seq,
+                    result: None,
+                })
+                .collect(),
+            max_steps: 4,
+            max_attempts: 3,
+            max_result_bytes: 1024,
+            priority: 0,
+            deadline: Utc::now(),
+            gates: Vec::new(),
+            budget: Default::default(),
+            spent_tokens: 0,
+            spent_cost_usd: 0.0,
+        }
+    }
+
+    #[test]
+    fn results_at_hand_ride_along_within_the_budget_and_the_rest_are_left_to_read() {
+        let mut results = Results::default();
+        results.remember(1, "small");
+        results.remember(2, &"x".repeat(INLINE_CONTEXT_BYTES));
+        let mut a = assignment(&[1, 2, 3]);
+        results.inline(&mut a);
+        assert_eq!(a.context[0].result.as_deref(), Some("small"));
+        // The second would take the assignment over its budget; the third is not at hand.
+        assert_eq!(a.context[1].result, None);
+        assert_eq!(a.context[2].result, None);
+    }
+
+    #[test]
+    fn the_result_cache_keeps_no_more_than_its_bound() {
+        let mut results = Results::default();
+        let chunk = "y".repeat(RESULT_CACHE_BYTES / 2);
+        results.remember(1, &chunk);
+        results.remember(2, &chunk);
+        results.remember(3, "one byte too many");
+        results.remember(1, &chunk);
+        assert_eq!(results.bytes, RESULT_CACHE_BYTES);
+        assert!(!results.texts.contains_key(&3));
     }
 }

@@ -428,6 +428,69 @@ async fn a_mission_recorded_by_a_boss_that_died_is_planned_by_another() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_manager_is_active_and_a_standby_takes_over_when_it_dies() {
+    // Default ack_wait and pin lifetime: what a user gets.
+    let mut cluster = Cluster::builder()
+        .bosses(1)
+        .managers(2)
+        .workers(1)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let ids: Vec<String> = (0..12).map(|i| format!("t{i}")).collect();
+    let tasks = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let deps: Vec<&str> = ids[..i].last().map(String::as_str).into_iter().collect();
+            common::task(id, &common::sleep(100), &deps)
+        })
+        .collect();
+    let swarm_id = common::submit(&nc, &common::mission("pinned", tasks)).await;
+    let assignments = || async {
+        common::messages::<swarm_common::TaskAssignment>(&nc, &subjects::work("*", &swarm_id, "*"))
+            .await
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let before = loop {
+        let seen = assignments().await;
+        if seen.len() >= 3 {
+            break seen;
+        }
+        assert!(Instant::now() < deadline, "the chain did not get going");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // The server delivers every event to one replica: it alone assigns.
+    let active = before[0].sender_agent.clone();
+    assert!(
+        before.iter().all(|a| a.sender_agent == active),
+        "{before:#?}"
+    );
+    let index: usize = active.trim_start_matches("manager-").parse().unwrap();
+    let killed_at = Instant::now();
+    cluster.local_mut().managers[index - 1].kill();
+    let report = common::final_report(&cluster, &nc, &swarm_id, 60).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
+    let after = assignments().await;
+    assert_eq!(
+        after.len(),
+        ids.len(),
+        "each task assigned once, none again after the takeover"
+    );
+    let standby: Vec<_> = after[before.len()..]
+        .iter()
+        .map(|a| a.sender_agent.as_str())
+        .collect();
+    assert!(standby.last().is_some_and(|s| *s != active), "{standby:?}");
+    println!(
+        "takeover and the rest of the chain took {:?}",
+        killed_at.elapsed()
+    );
+    cluster.stop(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manager_at_capacity_still_finishes_every_swarm() {
     // One swarm at a time: the others wait in the stream until it is idle.
     let cluster = fast_redelivery()

@@ -213,6 +213,28 @@ async fn an_explicit_plan_runs_a_chain_a_fan_out_and_a_revision() {
     assert!(r.gate_verdicts.iter().any(|v| v.passed && v.revision == 1));
     let state = common::state(&nc, &swarm_id).await;
     assert_eq!(state.planner, "explicit");
+    // The manager had a's result at hand and sent it along with b's assignment.
+    let b = common::messages::<swarm_common::TaskAssignment>(
+        &nc,
+        &swarm_common::subjects::work("*", &swarm_id, "b"),
+    )
+    .await;
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].body.context.len(), 1);
+    assert_eq!(b[0].body.context[0].result.as_deref(), Some("alpha"));
+    // An explicit plan needs no planner: the boss deployed it as it took it in.
+    let js = async_nats::jetstream::new(nc.clone());
+    let missions = js
+        .get_stream(swarm_common::subjects::MISSIONS_STREAM)
+        .await
+        .unwrap();
+    assert!(
+        missions
+            .get_last_raw_message_by_subject(&swarm_common::subjects::mission_record(&swarm_id))
+            .await
+            .is_err(),
+        "the mission went through the planners"
+    );
     common::assert_one_report(&nc, &swarm_id).await;
     cluster.stop(Duration::from_secs(5)).await;
 }

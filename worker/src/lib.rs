@@ -463,20 +463,35 @@ async fn progress(
     }
 }
 
+/// The dependencies' results: those the manager sent along, and the others
+/// read from the stream.
 async fn context_items(ctx: &Ctx, a: &TaskAssignment) -> anyhow::Result<Vec<ContextItem>> {
-    let seqs: Vec<u64> = a.context.iter().map(|c| c.result_seq).collect();
-    let submissions = wire::read_results(&ctx.a2ap, &seqs)
-        .await
-        .context("reading the results of the dependencies")?;
-    Ok(a.context
+    let seqs: Vec<u64> = a
+        .context
         .iter()
-        .zip(submissions)
-        .map(|(c, sub)| ContextItem {
+        .filter(|c| c.result.is_none())
+        .map(|c| c.result_seq)
+        .collect();
+    let mut read = wire::read_results(&ctx.a2ap, &seqs)
+        .await
+        .context("reading the results of the dependencies")?
+        .into_iter();
+    let mut items = Vec::with_capacity(a.context.len());
+    for c in &a.context {
+        let result = match &c.result {
+            Some(text) => text.clone(),
+            None => read
+                .next()
+                .map(|sub| sub.result)
+                .context("a dependency's result was not read")?,
+        };
+        items.push(ContextItem {
             task_id: c.task_id.clone(),
             title: c.title.clone(),
-            result: sub.result,
-        })
-        .collect())
+            result,
+        });
+    }
+    Ok(items)
 }
 
 /// A task counted as in flight for the metrics until it finishes; one that

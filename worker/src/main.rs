@@ -43,7 +43,7 @@ struct Cli {
     tools: swarm_agent::tools::ToolArgs,
 }
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let agent_id = swarm_runtime::start_role(&cli.common, &cli.health, "worker").await?;
