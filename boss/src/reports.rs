@@ -74,16 +74,28 @@ impl Reporter {
         let record = records::load(&self.infra.missions, swarm_id)
             .await?
             .map(|(r, _)| r);
-        let html = report::render_html(&report::ReportInput {
-            swarm_id,
-            mission: &final_report.mission,
-            mission_id: record
-                .as_ref()
-                .and_then(|r| r.request.mission_id.as_deref()),
-            plan: record.as_ref().and_then(|r| r.plan.as_ref()),
-            report: final_report,
-            rendered_by: &self.agent_id,
-        })?;
+        // Rendering a large report is CPU work: off the async thread, so
+        // the intake and the planners keep answering meanwhile.
+        let html = {
+            let (id, fr, rec, by) = (
+                swarm_id.to_owned(),
+                final_report.clone(),
+                record.clone(),
+                self.agent_id.clone(),
+            );
+            tokio::task::spawn_blocking(move || {
+                report::render_html(&report::ReportInput {
+                    swarm_id: &id,
+                    mission: &fr.mission,
+                    mission_id: rec.as_ref().and_then(|r| r.request.mission_id.as_deref()),
+                    plan: rec.as_ref().and_then(|r| r.plan.as_ref()),
+                    report: &fr,
+                    rendered_by: &by,
+                })
+            })
+            .await
+            .context("the report renderer panicked")??
+        };
         let name = object_name(swarm_id);
         self.infra
             .reports

@@ -893,7 +893,12 @@ async fn send_assignments(
     assigns: &[Assignment],
 ) -> anyhow::Result<()> {
     let mut acks = Vec::with_capacity(assigns.len());
-    for (pool, msg_id, assignment) in assigns {
+    for (i, (pool, msg_id, assignment)) in assigns.iter().enumerate() {
+        // Let the connection write out what is queued now and then, so the
+        // first workers start while the rest of a wide fan-out is encoded.
+        if i > 0 && i % 16 == 0 {
+            tokio::task::yield_now().await;
+        }
         info!(task_id = %assignment.task_id, attempt = assignment.attempt, revision = assignment.revision, %pool, "task assigned");
         let subject = subjects::work(pool, swarm_id, &assignment.task_id);
         let mut body = assignment.as_ref().clone();

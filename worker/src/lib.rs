@@ -423,6 +423,10 @@ async fn reject(ctx: &Ctx, msg: &jetstream::Message, task: Option<(&str, &str)>,
     wire::reject(&ctx.infra.js, "worker", msg, error, &ctx.agent_id).await;
 }
 
+/// Least time between two routine progress updates of a task (steps and the
+/// agent's own reports; gate verdicts, the start and the end always go).
+const PROGRESS_EVERY: Duration = Duration::from_millis(50);
+
 async fn progress(
     ctx: &Ctx,
     env: &Envelope<TaskAssignment>,
@@ -695,7 +699,16 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
         };
         let (tx, mut rx) = mpsc::unbounded_channel::<AgentEvent>();
         let forward = async {
+            // Steps that follow each other within PROGRESS_EVERY are not
+            // worth a stored update each (a tool-only task would send three
+            // in a millisecond); a step of a model call, seconds long, is.
+            let mut last_sent = std::time::Instant::now();
             while let Some(event) = rx.recv().await {
+                let routine = !matches!(event, AgentEvent::Gate(_));
+                if routine && last_sent.elapsed() < PROGRESS_EVERY {
+                    continue;
+                }
+                last_sent = std::time::Instant::now();
                 let (pct, what, metrics) = match event {
                     AgentEvent::Step(step) => {
                         let pct = (step.step * 90 / a.max_steps.max(1)).min(95) as u8;
