@@ -101,10 +101,24 @@ impl Codec {
 
     /// Encodes a value.
     pub fn encode<T: Serialize + ?Sized>(self, value: &T) -> Result<Vec<u8>, CodecError> {
+        self.encode_sized(value, 0)
+    }
+
+    /// Encodes a value into a buffer that starts with room for `capacity`
+    /// bytes: for a large value whose size is about known, no regrowth.
+    pub fn encode_sized<T: Serialize + ?Sized>(
+        self,
+        value: &T,
+        capacity: usize,
+    ) -> Result<Vec<u8>, CodecError> {
+        let mut buf = Vec::with_capacity(capacity);
         let r = match self {
-            Codec::MsgPack => rmp_serde::to_vec_named(value).map_err(|e| e.to_string()),
-            Codec::Json => serde_json::to_vec(value).map_err(|e| e.to_string()),
+            Codec::MsgPack => value
+                .serialize(&mut rmp_serde::Serializer::new(&mut buf).with_struct_map())
+                .map_err(|e| e.to_string()),
+            Codec::Json => serde_json::to_writer(&mut buf, value).map_err(|e| e.to_string()),
         };
+        let r = r.map(|()| buf);
         r.map_err(|reason| CodecError::Encode {
             codec: self.name(),
             reason,

@@ -34,6 +34,7 @@ use anyhow::Context as _;
 use async_nats::jetstream::{
     self, AckKind,
     consumer::{AckPolicy, DeliverPolicy, PriorityPolicy, PullConsumer, pull},
+    context::PublishAckFuture,
     kv,
 };
 use bytes::Bytes;
@@ -512,7 +513,9 @@ fn decode(swarm_id: &str, msg: &jetstream::Message) -> Result<Incoming, ErrorBod
 }
 
 fn encode_state(state: &SwarmState) -> anyhow::Result<Bytes> {
-    Ok(Bytes::from(Codec::MsgPack.encode(state)?))
+    // About 530 bytes a task (see BENCHMARKS.md), so the buffer seldom regrows.
+    let hint = 1024 + state.tasks.len() * 640;
+    Ok(Bytes::from(Codec::MsgPack.encode_sized(state, hint)?))
 }
 
 async fn load(ctx: &Ctx, swarm_id: &str) -> anyhow::Result<Option<Cached>> {
@@ -763,7 +766,9 @@ async fn apply_batch(
         }
         let now = Utc::now();
         let revision = cache.as_ref().map_or(0, |c| c.revision);
-        let mut state = cache.as_ref().map(|c| c.state.clone());
+        // Applied in place: a failed write drops the cache and reloads, so
+        // the state is never copied (a copy per batch is O(tasks)).
+        let mut state = cache.take().map(|c| c.state);
         let mut changed = false;
         let mut unsure = false;
         let mut commands = Vec::new();
@@ -808,41 +813,51 @@ async fn apply_batch(
         if unsure && !fresh {
             // "Nothing to do" from a cached state may only mean the cache is
             // behind another replica's writes: decide again on a fresh read.
-            *cache = None;
             continue 'attempt;
         }
         let (assigns, finalize) = split(commands);
         let mut sent = false;
-        if changed && let Some(mut next) = state {
-            let stored = if (only_results && !fresh) || new_swarm {
-                // The assignments first: `join!` polls in order, so they are
-                // on the wire before the state is even encoded.
-                let (published, stored) = tokio::join!(
-                    send_assignments(ctx, swarm_id, results, &assigns),
-                    store(ctx, &mut next, revision)
-                );
-                if let Err(e) = published {
-                    return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}")));
+        match state {
+            Some(mut next) if changed => {
+                let stored = if (only_results && !fresh) || new_swarm {
+                    // The assignments go to the connection first, and it gets
+                    // a turn to write them out before the state is encoded.
+                    let acks = match queue_assignments(ctx, swarm_id, results, &assigns).await {
+                        Ok(acks) => acks,
+                        Err(e) => return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}"))),
+                    };
+                    tokio::task::yield_now().await;
+                    let (published, stored) =
+                        tokio::join!(await_acks(acks), store(ctx, &mut next, revision));
+                    if let Err(e) = published {
+                        return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}")));
+                    }
+                    sent = true;
+                    stored
+                } else {
+                    store(ctx, &mut next, revision).await
+                };
+                match stored {
+                    Ok(Some(rev)) => {
+                        *cache = Some(Cached {
+                            state: next,
+                            revision: rev,
+                        })
+                    }
+                    Ok(None) => {
+                        debug!("lost a state compare-and-swap; reloading");
+                        continue 'attempt;
+                    }
+                    Err(e) => return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}"))),
                 }
-                sent = true;
-                stored
-            } else {
-                store(ctx, &mut next, revision).await
-            };
-            match stored {
-                Ok(Some(rev)) => {
-                    *cache = Some(Cached {
-                        state: next,
-                        revision: rev,
-                    })
-                }
-                Ok(None) => {
-                    debug!("lost a state compare-and-swap; reloading");
-                    *cache = None;
-                    continue 'attempt;
-                }
-                Err(e) => return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}"))),
             }
+            Some(unchanged) => {
+                *cache = Some(Cached {
+                    state: unchanged,
+                    revision,
+                })
+            }
+            None => {}
         }
         if !sent && let Err(e) = send_assignments(ctx, swarm_id, results, &assigns).await {
             return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}")));
@@ -892,6 +907,16 @@ async fn send_assignments(
     results: &Results,
     assigns: &[Assignment],
 ) -> anyhow::Result<()> {
+    await_acks(queue_assignments(ctx, swarm_id, results, assigns).await?).await
+}
+
+/// Hands assignments to the connection and returns the futures of their acks.
+async fn queue_assignments(
+    ctx: &Ctx,
+    swarm_id: &str,
+    results: &Results,
+    assigns: &[Assignment],
+) -> anyhow::Result<Vec<PublishAckFuture>> {
     let mut acks = Vec::with_capacity(assigns.len());
     for (i, (pool, msg_id, assignment)) in assigns.iter().enumerate() {
         // Let the connection write out what is queued now and then, so the
@@ -912,6 +937,11 @@ async fn send_assignments(
         );
         acks.push(wire::send(&ctx.infra.js, subject, &env, Some(msg_id)).await?);
     }
+    Ok(acks)
+}
+
+/// Waits until every queued assignment is stored.
+async fn await_acks(acks: Vec<PublishAckFuture>) -> anyhow::Result<()> {
     for ack in acks {
         ack.await.context("assignment not stored")?;
     }
