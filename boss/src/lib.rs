@@ -112,6 +112,14 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
     swarm_runtime::health::starting();
     let client = config.nats.connect(&config.agent_id).await?;
     let infra = Infra::ensure(&client, config.replicas).await?;
+    // Reports get a connection of their own: storing a rendered page and
+    // updating its record must not queue ahead of the next mission's intake
+    // (the server reads one connection's messages in order).
+    let report_client = config
+        .nats
+        .connect(&format!("{}-reports", config.agent_id))
+        .await?;
+    let report_infra = Infra::ensure(&report_client, config.replicas).await?;
 
     let planner_consumer = durable(
         &infra,
@@ -122,7 +130,7 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
     )
     .await?;
     let reports_consumer = durable(
-        &infra,
+        &report_infra,
         subjects::A2AP_STREAM,
         subjects::REPORTS_CONSUMER,
         subjects::REPORT_FILTER,
@@ -143,7 +151,7 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
         provider: config.planner.clone(),
     });
     let reporter = Arc::new(reports::Reporter {
-        infra: infra.clone(),
+        infra: report_infra,
         reports_dir: config.reports_dir.clone(),
         agent_id: config.agent_id.clone(),
     });
@@ -209,5 +217,6 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
         warn!("drain deadline passed with work in flight; it will be redelivered");
     }
     client.drain().await.ok();
+    report_client.drain().await.ok();
     Ok(())
 }

@@ -936,9 +936,18 @@ async fn queue_assignments(
             body,
         );
         acks.push(wire::send(&ctx.infra.js, subject, &env, Some(msg_id)).await?);
+        // The connection lets only so many publishes wait for their acks
+        // (5,000 by default) and the next one blocks until one is taken: a
+        // wider fan-out waits for its acks a window at a time.
+        if acks.len() >= ACK_WINDOW {
+            await_acks(std::mem::take(&mut acks)).await?;
+        }
     }
     Ok(acks)
 }
+
+/// Most assignment acks awaited at once (well below the connection's limit).
+const ACK_WINDOW: usize = 1024;
 
 /// Waits until every queued assignment is stored.
 async fn await_acks(acks: Vec<PublishAckFuture>) -> anyhow::Result<()> {
