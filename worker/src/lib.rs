@@ -424,7 +424,8 @@ async fn reject(ctx: &Ctx, msg: &jetstream::Message, task: Option<(&str, &str)>,
 }
 
 /// Least time between two routine progress updates of a task (steps and the
-/// agent's own reports; gate verdicts, the start and the end always go).
+/// agent's own reports; gate verdicts and the end always go), and how long a
+/// task runs before it announces that it started.
 const PROGRESS_EVERY: Duration = Duration::from_millis(50);
 
 async fn progress(
@@ -658,15 +659,6 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
     let started_at = Utc::now();
     let mut in_flight = InFlight::start();
     info!(swarm_id = %env.swarm_id, task_id = %a.task_id, attempt = a.attempt, revision = a.revision, "task started");
-    progress(
-        ctx,
-        env,
-        TaskStatus::InProgress,
-        0,
-        format!("{} started on {}", a.task_id, ctx.agent_id),
-        vec![],
-    )
-    .await;
     let failed = |code: ErrorCode, message: String| {
         let outcome = AgentOutcome {
             status: TaskStatus::Failed,
@@ -742,7 +734,28 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
             drop(tx);
             outcome
         };
-        let both = async { tokio::join!(run, forward).0 };
+        let run = async { tokio::join!(run, forward).0 };
+        // A task still running after PROGRESS_EVERY says it started; one
+        // done by then (a tool call) goes straight to its final update, so
+        // a fast task stores one progress update, not two.
+        let both = async {
+            tokio::pin!(run);
+            tokio::select! {
+                biased;
+                outcome = &mut run => return outcome,
+                () = tokio::time::sleep(PROGRESS_EVERY) => {}
+            }
+            progress(
+                ctx,
+                env,
+                TaskStatus::InProgress,
+                0,
+                format!("{} started on {}", a.task_id, ctx.agent_id),
+                vec![],
+            )
+            .await;
+            run.await
+        };
         // A cancel stops the agent where it is: its future is dropped.
         tokio::select! {
             outcome = both => Some(match outcome {
