@@ -297,3 +297,58 @@ async fn a_failed_task_cancels_its_dependents_and_the_report_says_failed() {
     assert_eq!(record.overall_status, Some(SwarmStatus::Failed));
     cluster.stop(Duration::from_secs(5)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mission_wider_than_the_clients_publish_window_is_deployed_whole() {
+    // A NATS connection lets 5,000 publishes wait for their acks; a
+    // deployment of more ready tasks than that must not wait on itself.
+    const TASKS: usize = 5_200;
+    let cluster = Cluster::builder()
+        .bosses(1)
+        .managers(1)
+        .workers(0)
+        .env("SWARM_MAX_TASKS", "10000")
+        .env("SWARM_MAX_MISSION_BYTES", (4 << 20).to_string())
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let tasks = (0..TASKS)
+        .map(|i| common::task(&format!("t{i}"), &common::echo("x"), &[]))
+        .collect();
+    let swarm_id = common::submit(&nc, &common::mission("wide", tasks)).await;
+    let js = async_nats::jetstream::new(nc.clone());
+    let stream = js
+        .get_stream(swarm_common::subjects::A2AP_STREAM)
+        .await
+        .unwrap();
+    let filter = swarm_common::subjects::work("*", &swarm_id, "*");
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let consumer = stream
+            .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig {
+                filter_subject: filter.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let stored = consumer.cached_info().num_pending as usize;
+        if stored == TASKS {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{stored} of {TASKS} assignments stored\n{}",
+            cluster.log_tails()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // The deployment's state write went through too.
+    let state = common::state(&nc, &swarm_id).await;
+    assert_eq!(state.tasks.len(), TASKS);
+    assert!(
+        state.tasks.iter().all(|t| t.status == TaskStatus::Assigned),
+        "every task assigned"
+    );
+    cluster.stop(Duration::from_secs(5)).await;
+}
