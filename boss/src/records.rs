@@ -35,8 +35,23 @@ pub async fn update(
     fallback: Option<&MissionRecord>,
     change: impl Fn(&mut MissionRecord),
 ) -> anyhow::Result<MissionRecord> {
+    update_from(store, swarm_id, None, fallback, change).await
+}
+
+/// Like [`update`], starting from `known` (the record and its revision as
+/// just read) instead of reading it again; a lost race reads.
+pub async fn update_from(
+    store: &kv::Store,
+    swarm_id: &str,
+    mut known: Option<(MissionRecord, u64)>,
+    fallback: Option<&MissionRecord>,
+    change: impl Fn(&mut MissionRecord),
+) -> anyhow::Result<MissionRecord> {
     for _ in 0..16 {
-        let current = load(store, swarm_id).await?;
+        let current = match known.take() {
+            Some(k) => Some(k),
+            None => load(store, swarm_id).await?,
+        };
         let (mut record, revision) = match current {
             Some((r, rev)) => (r, Some(rev)),
             None => match fallback {

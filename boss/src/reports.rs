@@ -71,9 +71,8 @@ impl Reporter {
     }
 
     async fn render(&self, swarm_id: &str, final_report: &FinalReport) -> anyhow::Result<PathBuf> {
-        let record = records::load(&self.infra.missions, swarm_id)
-            .await?
-            .map(|(r, _)| r);
+        let loaded = records::load(&self.infra.missions, swarm_id).await?;
+        let record = loaded.as_ref().map(|(r, _)| r.clone());
         // Rendering a large report is CPU work: off the async thread, so
         // the intake and the planners keep answering meanwhile.
         let html = {
@@ -117,7 +116,7 @@ impl Reporter {
         let file = path.display().to_string();
         let status = final_report.overall_status;
         if record.is_some() {
-            records::update(&self.infra.missions, swarm_id, None, |r| {
+            records::update_from(&self.infra.missions, swarm_id, loaded, None, |r| {
                 r.status = MissionStatus::Reported;
                 r.overall_status = Some(status);
                 r.report_object = Some(name.clone());
