@@ -193,14 +193,29 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
                     let planner = planner.clone();
                     inflight.spawn(async move { planner.handle(msg).await });
                 }
-                Err(e) => warn!(error = %e, "pulling missions failed"),
+                Err(e) => {
+                    // A failed pull may never be renewed by that stream: open a new one.
+                    warn!(error = %e, "pulling missions failed; pulling again");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    match planner_consumer.messages().await {
+                        Ok(fresh) => planned = fresh,
+                        Err(e) => warn!(error = %e, "cannot pull missions yet"),
+                    }
+                }
             },
             Some(next) = reported.next() => match next {
                 Ok(msg) => {
                     let reporter = reporter.clone();
                     inflight.spawn(async move { reporter.handle(msg).await });
                 }
-                Err(e) => warn!(error = %e, "pulling reports failed"),
+                Err(e) => {
+                    warn!(error = %e, "pulling reports failed; pulling again");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    match reports_consumer.messages().await {
+                        Ok(fresh) => reported = fresh,
+                        Err(e) => warn!(error = %e, "cannot pull reports yet"),
+                    }
+                }
             },
         }
     }

@@ -139,14 +139,15 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
     // Pull requests must be renewed well within the pin's lifetime, or the
     // active replica loses the pin between two of them.
     let expires = (config.pin_ttl / 4).max(Duration::from_millis(100));
-    let mut messages = consumer
-        .stream()
-        .group(subjects::MANAGER_GROUP)
-        .expires(expires)
-        .heartbeat(expires / 2)
-        .messages()
-        .await
-        .context("pulling manager events")?;
+    let pull = || {
+        consumer
+            .stream()
+            .group(subjects::MANAGER_GROUP)
+            .expires(expires)
+            .heartbeat(expires / 2)
+            .messages()
+    };
+    let mut messages = pull().await.context("pulling manager events")?;
     let ctx = Arc::new(Ctx {
         ack_wait: config.ack_wait,
         reviewer: config.reviewer.clone(),
@@ -183,8 +184,13 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
                     break;
                 }
                 Some(Err(e)) => {
-                    warn!(error = %e, "pulling manager events failed; retrying");
+                    // A failed pull may never be renewed by that stream: open a new one.
+                    warn!(error = %e, "pulling manager events failed; pulling again");
                     tokio::time::sleep(Duration::from_millis(200)).await;
+                    match pull().await {
+                        Ok(fresh) => messages = fresh,
+                        Err(e) => warn!(error = %e, "cannot pull manager events yet"),
+                    }
                 }
                 Some(Ok(msg)) => {
                     let pinned = msg

@@ -241,8 +241,15 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
             next = messages.next() => match next {
                 None => break,
                 Some(Err(e)) => {
-                    warn!(error = %e, "pulling assignments failed; retrying");
+                    // A pull that failed (no responders while the consumer's
+                    // leader is elected, a missed heartbeat) may never be
+                    // renewed by that stream: open a new one.
+                    warn!(error = %e, "pulling assignments failed; pulling again");
                     tokio::time::sleep(Duration::from_millis(200)).await;
+                    match consumer.stream().max_messages_per_batch(concurrency).messages().await {
+                        Ok(fresh) => messages = fresh,
+                        Err(e) => warn!(error = %e, "cannot pull assignments yet"),
+                    }
                     continue;
                 }
                 Some(Ok(m)) => m,
