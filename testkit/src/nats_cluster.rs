@@ -133,6 +133,20 @@ impl NatsCluster {
     /// `tls.conf` (as an overlay would replace it) instead of the base's
     /// (TLS off).
     pub fn start_with_tls(n: usize, tls_conf: Option<&str>) -> anyhow::Result<NatsCluster> {
+        // Free ports are found by binding and releasing them, so another
+        // test's server can take one before a node binds it (the node then
+        // exits): start the whole cluster again on fresh ports.
+        let mut last = None;
+        for _ in 0..3 {
+            match Self::try_start(n, tls_conf) {
+                Ok(cluster) => return Ok(cluster),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| anyhow::anyhow!("the cluster was never started")))
+    }
+
+    fn try_start(n: usize, tls_conf: Option<&str>) -> anyhow::Result<NatsCluster> {
         assert!(n > 0, "a cluster needs a node");
         let dir = Scratch::new("nats-cluster")?;
         let conf_dir = dir.path().join("conf");
