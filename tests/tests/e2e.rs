@@ -343,8 +343,18 @@ async fn a_mission_wider_than_the_clients_publish_window_is_deployed_whole() {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    // The deployment's state write went through too.
-    let state = common::state(&nc, &swarm_id).await;
+    // The deployment's state write went through too (it goes out alongside
+    // the assignments, so it may land just after them).
+    let state = loop {
+        if let Some(state) = swarm_cli::client::state(&nc, &swarm_id).await.unwrap() {
+            break state;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no swarm state stored"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_eq!(state.tasks.len(), TASKS);
     assert!(
         state.tasks.iter().all(|t| t.status == TaskStatus::Assigned),
