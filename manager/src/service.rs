@@ -821,14 +821,21 @@ async fn apply_batch(
             // behind another replica's writes: decide again on a fresh read.
             continue 'attempt;
         }
-        let (assigns, finalize) = split(commands);
+        let (mut assigns, finalize) = split(commands);
         let mut sent = false;
         match state {
             Some(mut next) if changed => {
                 let stored = if (only_results && !fresh) || new_swarm {
                     // The assignments go to the connection first, and it gets
                     // a turn to write them out before the state is encoded.
-                    let acks = match queue_assignments(ctx, swarm_id, results, &assigns).await {
+                    let acks = match queue_assignments(
+                        ctx,
+                        swarm_id,
+                        results,
+                        std::mem::take(&mut assigns),
+                    )
+                    .await
+                    {
                         Ok(acks) => acks,
                         Err(e) => return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}"))),
                     };
@@ -865,7 +872,7 @@ async fn apply_batch(
             }
             None => {}
         }
-        if !sent && let Err(e) = send_assignments(ctx, swarm_id, results, &assigns).await {
+        if !sent && let Err(e) = send_assignments(ctx, swarm_id, results, assigns).await {
             return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}")));
         }
         if finalize && let Err(e) = publish_report(ctx, cache, results).await {
@@ -911,7 +918,7 @@ async fn send_assignments(
     ctx: &Ctx,
     swarm_id: &str,
     results: &Results,
-    assigns: &[Assignment],
+    assigns: Vec<Assignment>,
 ) -> anyhow::Result<()> {
     await_acks(queue_assignments(ctx, swarm_id, results, assigns).await?).await
 }
@@ -921,18 +928,19 @@ async fn queue_assignments(
     ctx: &Ctx,
     swarm_id: &str,
     results: &Results,
-    assigns: &[Assignment],
+    assigns: Vec<Assignment>,
 ) -> anyhow::Result<Vec<PublishAckFuture>> {
     let mut acks = Vec::with_capacity(assigns.len());
-    for (i, (pool, msg_id, assignment)) in assigns.iter().enumerate() {
+    for (i, (pool, msg_id, assignment)) in assigns.into_iter().enumerate() {
         // Let the connection write out what is queued now and then, so the
         // first workers start while the rest of a wide fan-out is encoded.
         if i > 0 && i % 16 == 0 {
             tokio::task::yield_now().await;
         }
         info!(task_id = %assignment.task_id, attempt = assignment.attempt, revision = assignment.revision, %pool, "task assigned");
-        let subject = subjects::work(pool, swarm_id, &assignment.task_id);
-        let mut body = assignment.as_ref().clone();
+        let subject = subjects::work(&pool, swarm_id, &assignment.task_id);
+        // The batch's own copy: nothing is cloned on the way out.
+        let mut body = *assignment;
         results.inline(&mut body);
         let env = Envelope::new(
             ctx.agent_id.as_str(),
@@ -941,7 +949,7 @@ async fn queue_assignments(
             body.task_id.clone(),
             body,
         );
-        acks.push(wire::send(&ctx.infra.js, subject, &env, Some(msg_id)).await?);
+        acks.push(wire::send(&ctx.infra.js, subject, &env, Some(&msg_id)).await?);
         // The connection lets only so many publishes wait for their acks
         // (5,000 by default) and the next one blocks until one is taken: a
         // wider fan-out waits for its acks a window at a time.
