@@ -69,6 +69,12 @@ pub struct Applied {
     pub changed: bool,
     /// Side effects to carry out after the state is stored.
     pub commands: Vec<Command>,
+    /// The event answers an assignment this state does not record yet: it
+    /// was sent alongside a state write that was then lost (its replica
+    /// died). It must wait until the events before it are applied again,
+    /// not be dropped as stale: the assignment will not go out a second
+    /// time (its deduplication id is the same).
+    pub ahead: bool,
 }
 
 /// Builds the state of a new swarm from its deployment and assigns every
@@ -157,6 +163,13 @@ pub fn apply(state: &mut SwarmState, seq: u64, event: Event, now: DateTime<Utc>)
         return Applied {
             changed: false,
             commands: outstanding(state),
+            ahead: false,
+        };
+    }
+    if is_ahead(state, &event) {
+        return Applied {
+            ahead: true,
+            ..Applied::default()
         };
     }
     let mut commands = Vec::new();
@@ -198,6 +211,7 @@ pub fn apply(state: &mut SwarmState, seq: u64, event: Event, now: DateTime<Utc>)
         return Applied {
             changed: false,
             commands: outstanding(state),
+            ahead: false,
         };
     }
     state.last_event_seq = state.last_event_seq.max(seq);
@@ -212,7 +226,35 @@ pub fn apply(state: &mut SwarmState, seq: u64, event: Event, now: DateTime<Utc>)
         commands.push(Command::Finalize);
     }
     finish_if_done(state, now, &mut commands);
-    Applied { changed, commands }
+    Applied {
+        changed,
+        commands,
+        ahead: false,
+    }
+}
+
+/// Whether a worker's event concerns a later attempt or revision of an
+/// unfinished task than the state records (see [`Applied::ahead`]).
+fn is_ahead(state: &SwarmState, event: &Event) -> bool {
+    let (task_id, attempt, revision) = match event {
+        Event::Result { submission, .. } => (
+            &submission.task_id,
+            submission.attempt,
+            Some(submission.revision),
+        ),
+        Event::TaskError {
+            task_id,
+            attempt: Some(attempt),
+            ..
+        } => (task_id, *attempt, None),
+        _ => return false,
+    };
+    let Some(task) = index_of(state, task_id).map(|i| &state.tasks[i]) else {
+        return false;
+    };
+    !task.status.is_terminal()
+        && (attempt > task.attempt
+            || (attempt == task.attempt && revision.is_some_and(|r| r > task.revision)))
 }
 
 /// Ends a running swarm before its tasks are done: every unfinished task is

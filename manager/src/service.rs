@@ -759,7 +759,7 @@ async fn apply_batch(
         && items.first().is_some_and(|i| {
             i.delivered == 1
                 && matches!(&i.incoming, Incoming::Deploy(d)
-                    if Utc::now() - d.accepted_at < chrono::Duration::minutes(30))
+                    if Utc::now() - d.accepted_at < NEW_SWARM_WINDOW)
         });
     'attempt: for _ in 0..16 {
         let fresh = cache.is_none();
@@ -780,6 +780,23 @@ async fn apply_batch(
         let mut commands = Vec::new();
         let mut outcomes: Vec<Result<(), Failure>> = Vec::with_capacity(items.len());
         for item in items {
+            if state.is_none() && matches!(item.incoming, Incoming::Event(_)) {
+                // An event before its swarm's state: the deployment's first
+                // write may have been lost with the replica that made it,
+                // after its assignments went out. Deploy from the stream now
+                // (the redelivered deployment then finds the state).
+                match recent_deployment(ctx, swarm_id).await {
+                    Ok(Some((d, seq))) => {
+                        let (s, cmds) = machine::deploy(swarm_id, &d, seq, now);
+                        info!(tasks = s.tasks.len(), status = ?s.status, "swarm deployed from the stream: an event came before its state");
+                        state = Some(s);
+                        changed = true;
+                        commands.extend(cmds);
+                    }
+                    Ok(None) => {}
+                    Err(e) => return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}"))),
+                }
+            }
             match (&mut state, &item.incoming) {
                 (None, Incoming::Deploy(d)) => {
                     let (s, cmds) = machine::deploy(swarm_id, d, item.seq, now);
@@ -808,6 +825,15 @@ async fn apply_batch(
                 }
                 (Some(s), Incoming::Event(event)) => {
                     let applied = machine::apply(s, item.seq, event.clone(), now);
+                    if applied.ahead {
+                        // A cached state may only be behind our own pin's
+                        // writes; a stored one waits for the events before it.
+                        unsure = true;
+                        outcomes.push(Err(Failure::Retry(anyhow::anyhow!(
+                            "the event is ahead of the stored state; it waits for the events before it"
+                        ))));
+                        continue;
+                    }
                     changed |= applied.changed;
                     unsure |= !applied.changed;
                     commands.extend(applied.commands);
@@ -885,6 +911,36 @@ async fn apply_batch(
     }
     all(&|| Failure::Retry(anyhow::anyhow!("state kept changing under us")))
 }
+
+/// The swarm's deployment as stored in the A2AP stream, with its sequence,
+/// if it is there, decodes, and is recent enough that its first assignments
+/// may have gone out before a state write that was lost (the window within
+/// which new deployments are written alongside their assignments).
+async fn recent_deployment(
+    ctx: &Ctx,
+    swarm_id: &str,
+) -> anyhow::Result<Option<(SwarmDeployment, u64)>> {
+    use async_nats::jetstream::stream::LastRawMessageErrorKind;
+    let msg = match ctx
+        .a2ap
+        .get_last_raw_message_by_subject(&subjects::deploy(swarm_id))
+        .await
+    {
+        Ok(m) => m,
+        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok(None),
+        Err(e) => return Err(anyhow::Error::new(e).context("reading the swarm's deployment")),
+    };
+    let Ok(env) = wire::decode::<SwarmDeployment>(Some(&msg.headers), &msg.payload) else {
+        return Ok(None);
+    };
+    let recent = Utc::now() - env.body.accepted_at < NEW_SWARM_WINDOW;
+    Ok((env.swarm_id == swarm_id && recent).then_some((env.body, msg.sequence)))
+}
+
+/// A deployment accepted this recently is written alongside its first
+/// assignments: their copies, should the state exist after all, fall within
+/// the stream's one-hour deduplication window.
+const NEW_SWARM_WINDOW: chrono::TimeDelta = chrono::TimeDelta::minutes(30);
 
 /// An assignment to publish: pool, deduplication id, body.
 type Assignment = (String, String, Box<swarm_common::TaskAssignment>);

@@ -163,6 +163,44 @@ fn a_redelivered_result_changes_nothing() {
 }
 
 #[test]
+fn a_result_ahead_of_the_state_waits_and_is_not_dropped() {
+    // The state as stored before a lost write: a is assigned, b is pending.
+    // b's assignment went out alongside the lost write, and b's result came.
+    let (mut s, _) = machine::deploy(
+        "s1",
+        &deployment(vec![task("a", &[]), task("b", &["a"])]),
+        1,
+        now(),
+    );
+    let before = s.clone();
+    let early = submit(&mut s, 7, result("b", 1, 0, "B"));
+    assert!(early.ahead, "a result for a pending task is ahead");
+    assert!(!early.changed && early.commands.is_empty());
+    assert_eq!(s, before);
+    // Once a's redelivered result is applied again, b's result counts.
+    assert!(submit(&mut s, 5, result("a", 1, 0, "A")).changed);
+    let out = submit(&mut s, 7, result("b", 1, 0, "B"));
+    assert!(!out.ahead && out.changed);
+    assert_eq!(out.commands, vec![Command::Finalize]);
+    // A later revision than the state records is ahead too; an earlier one is stale.
+    let mut t = task("c", &[]);
+    t.max_result_bytes = Some(3);
+    let (mut s, _) = machine::deploy("s2", &deployment(vec![t]), 1, now());
+    assert!(submit(&mut s, 2, result("c", 1, 1, "ok")).ahead);
+    assert!(submit(&mut s, 2, result("c", 2, 0, "ok")).ahead);
+    let error = Event::TaskError {
+        task_id: "c".into(),
+        attempt: Some(2),
+        error: ErrorBody::new(ErrorCode::Internal, "boom"),
+    };
+    assert!(machine::apply(&mut s, 3, error, now()).ahead);
+    let out = submit(&mut s, 4, result("c", 1, 0, "too long"));
+    assert!(!out.ahead && out.changed, "revision 1 is asked for");
+    let stale = submit(&mut s, 5, result("c", 1, 0, "ok"));
+    assert!(!stale.ahead && !stale.changed);
+}
+
+#[test]
 fn gate_failure_asks_for_a_revision_with_the_reason() {
     let mut t = task("a", &[]);
     t.max_result_bytes = Some(10);

@@ -518,3 +518,122 @@ async fn a_manager_at_capacity_still_finishes_every_swarm() {
         assert_eq!(report.overall_status, SwarmStatus::Completed);
     }
 }
+
+/// Submits a worker's result for `task_id` as a worker that was handed the
+/// task's first attempt would (the test plays the worker).
+async fn play_worker_result(nc: &async_nats::Client, swarm_id: &str, task_id: &str, text: &str) {
+    let now = chrono::Utc::now();
+    let submission = ResultSubmission {
+        task_id: task_id.into(),
+        status: TaskStatus::Completed,
+        result: text.into(),
+        attempt: 1,
+        revision: 0,
+        provider: "offline".into(),
+        worker_id: "test-worker".into(),
+        started_at: now,
+        completed_at: now,
+        steps: Vec::new(),
+        metrics: Default::default(),
+        error: None,
+        gate_verdicts: Vec::new(),
+    };
+    let env = swarm_common::Envelope::new("test-worker", "manager", swarm_id, task_id, submission);
+    let js = async_nats::jetstream::new(nc.clone());
+    swarm_runtime::wire::publish(&js, subjects::result(swarm_id, task_id), &env, None)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_ahead_of_a_lost_state_write_waits_for_it_and_is_not_dropped() {
+    // A manager sends the next assignments while it writes the state. Should
+    // it die in between, the next task's result can reach the new manager
+    // before the redelivered events that lead to its assignment. Played here
+    // without workers: b's result is stored before a's.
+    let cluster = fast_redelivery()
+        .bosses(1)
+        .managers(1)
+        .workers(0)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let m = common::mission(
+        "ahead",
+        vec![
+            common::task("a", &common::echo("a"), &[]),
+            common::task("b", &common::echo("b"), &["a"]),
+        ],
+    );
+    let swarm_id = common::submit(&nc, &m).await;
+    play_worker_result(&nc, &swarm_id, "b", "B from the future").await;
+    play_worker_result(&nc, &swarm_id, "a", "A").await;
+    let report = common::final_report(&cluster, &nc, &swarm_id, 30).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
+    assert_eq!(common::outcome(&report, "b").result, "B from the future");
+    common::assert_one_report(&nc, &swarm_id).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_before_its_swarms_first_state_write_deploys_the_swarm() {
+    // A new swarm's first assignments go out while its state is first
+    // written. Played here: a replica takes the deployment and dies before
+    // the write (the test pulls it and never acks), and the task's result
+    // reaches the next manager long before the deployment is redelivered.
+    let mut cluster = Cluster::builder()
+        .env("SWARM_MANAGER_ACK_WAIT", "60")
+        .bosses(1)
+        .managers(1)
+        .workers(0)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    cluster.local_mut().managers[0].kill();
+    let m = common::mission(
+        "first write lost",
+        vec![common::task("a", &common::echo("a"), &[])],
+    );
+    let swarm_id = common::submit(&nc, &m).await;
+    let js = async_nats::jetstream::new(nc.clone());
+    let consumer: async_nats::jetstream::consumer::PullConsumer = js
+        .get_stream(subjects::A2AP_STREAM)
+        .await
+        .unwrap()
+        .get_consumer(subjects::MANAGER_CONSUMER)
+        .await
+        .unwrap();
+    // The killed replica's pin lapses first (a pull is refused until then).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let deployment = loop {
+        let taken = consumer
+            .stream()
+            .group(subjects::MANAGER_GROUP)
+            .max_messages_per_batch(1)
+            .expires(Duration::from_secs(1))
+            .messages()
+            .await;
+        if let Ok(mut taken) = taken
+            && let Ok(Some(Ok(m))) =
+                tokio::time::timeout(Duration::from_secs(3), futures::StreamExt::next(&mut taken))
+                    .await
+        {
+            break m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the deployment was not delivered"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(deployment.subject.as_str(), subjects::deploy(&swarm_id));
+    play_worker_result(&nc, &swarm_id, "a", "A").await;
+    cluster.local_mut().managers[0].restart().unwrap();
+    // Well within the 60 s before the deployment comes back.
+    let report = common::final_report(&cluster, &nc, &swarm_id, 30).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
+    assert_eq!(common::outcome(&report, "a").result, "A");
+    common::assert_one_report(&nc, &swarm_id).await;
+    assert!(common::state(&nc, &swarm_id).await.report_published);
+}
