@@ -222,6 +222,14 @@ async fn an_explicit_plan_runs_a_chain_a_fan_out_and_a_revision() {
     assert_eq!(b.len(), 1);
     assert_eq!(b[0].body.context.len(), 1);
     assert_eq!(b[0].body.context[0].result.as_deref(), Some("alpha"));
+    // The offline provider is deterministic: a replay asks it again, so its
+    // replies are not journaled (echo is read-only, so nothing is).
+    let a = common::messages::<swarm_common::ResultSubmission>(
+        &nc,
+        &swarm_common::subjects::result(&swarm_id, "a"),
+    )
+    .await;
+    assert_eq!(a[0].body.metrics.get("journal_recorded"), Some(&0.0));
     // An explicit plan needs no planner: the boss deployed it as it took it in.
     let js = async_nats::jetstream::new(nc.clone());
     let missions = js

@@ -1,5 +1,6 @@
-//! The step journal: every provider reply, and every result of a tool that
-//! is not read-only and idempotent, is stored in the `journal` bucket under
+//! The step journal: every reply of a model (not of the deterministic offline
+//! provider, which answers a replay as cheaply), and every result of a tool
+//! that is not read-only and idempotent, is stored in the `journal` bucket under
 //! (swarm, task, attempt, revision, step) before the agent loop goes on. A
 //! redelivered task replays the finished steps from the journal instead of
 //! paying for the same model calls, or repeating the same side effects, again.
@@ -139,6 +140,10 @@ impl Provider for JournaledProvider {
 
     fn cost_usd(&self, usage: swarm_agent::provider::Usage) -> f64 {
         self.inner.cost_usd(usage)
+    }
+
+    fn deterministic(&self) -> bool {
+        self.inner.deterministic()
     }
 
     async fn complete(

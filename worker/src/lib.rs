@@ -560,7 +560,16 @@ async fn run_rounds(
         )
         .await
         .context("opening the step journal")?;
-        let provider = journal::JournaledProvider::new(ctx.provider.clone(), journal.clone());
+        // A deterministic provider's replies are asked for again on a
+        // replay: as cheap as reading them, and one store round trip less a step.
+        let provider: Arc<dyn Provider> = if ctx.provider.deterministic() {
+            ctx.provider.clone()
+        } else {
+            Arc::new(journal::JournaledProvider::new(
+                ctx.provider.clone(),
+                journal.clone(),
+            ))
+        };
         let tools = journal::journaled_tools(&ctx.tools, &ctx.side_effect_tools, &journal);
         let options = RunOptions {
             budget: Budget {
@@ -579,7 +588,7 @@ async fn run_rounds(
             },
             ..Default::default()
         };
-        let run = run_agent(&provider, &tools, &task, &options, Some(events)).await;
+        let run = run_agent(provider.as_ref(), &tools, &task, &options, Some(events)).await;
         let mut outcome = run.outcome;
         outcome
             .metrics

@@ -213,6 +213,12 @@ pub trait Provider: Send + Sync {
         let _ = usage;
         0.0
     }
+    /// Whether the same conversation always gets the same reply, at no
+    /// cost (the offline provider). Such replies are not worth keeping in
+    /// a worker's step journal: asking again is as cheap as a replay.
+    fn deterministic(&self) -> bool {
+        false
+    }
 }
 
 /// `value[key]`, or an [`ProviderError::InvalidResponse`] naming what is missing where.

@@ -49,6 +49,10 @@ impl Provider for OfflineProvider {
         "offline"
     }
 
+    fn deterministic(&self) -> bool {
+        true
+    }
+
     async fn complete(
         &self,
         request: CompletionRequest,
