@@ -105,6 +105,7 @@ pub fn deploy(
         metrics: Default::default(),
         last_manager: String::new(),
         report_published: false,
+        index: Default::default(),
     };
     let checked = validate_plan(&d.plan, &d.limits).and_then(|()| {
         let tasks = expand_tasks(&d.plan);
@@ -387,7 +388,7 @@ fn on_result(
         task.result_bytes = sub.result.len();
         task.result_preview = preview(&sub.result);
         task.provider = sub.provider;
-        assign_ready(state, now, commands);
+        assign_dependents(state, i, now, commands);
     } else if task.revision < max_revisions {
         task.revision += 1;
         task.status = TaskStatus::Assigned;
@@ -478,28 +479,44 @@ fn cascade_cancel(state: &mut SwarmState, now: DateTime<Utc>) {
     }
 }
 
-/// Assigns every pending task whose dependencies all completed, highest priority first.
+/// Assigns every pending task whose dependencies all completed, highest
+/// priority first: a new swarm's first tasks.
 fn assign_ready(state: &mut SwarmState, now: DateTime<Utc>, commands: &mut Vec<Command>) {
-    let done: HashSet<&str> = state
-        .tasks
-        .iter()
-        .filter(|t| t.status == TaskStatus::Completed)
-        .map(|t| t.definition.task_id.as_str())
+    let pending: Vec<usize> = (0..state.tasks.len())
+        .filter(|&i| state.tasks[i].status == TaskStatus::Pending)
         .collect();
-    let mut ready: Vec<usize> = state
-        .tasks
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| {
-            t.status == TaskStatus::Pending
-                && t.definition
-                    .dependencies
-                    .iter()
-                    .all(|d| done.contains(d.as_str()))
-        })
-        .map(|(i, _)| i)
+    assign_if_ready(state, pending, now, commands);
+}
+
+/// Assigns the dependents of the task at `done` that it was the last one
+/// to wait for: only they can have become ready, so a result costs the same
+/// however many tasks the swarm has.
+fn assign_dependents(
+    state: &mut SwarmState,
+    done: usize,
+    now: DateTime<Utc>,
+    commands: &mut Vec<Command>,
+) {
+    let dependents = state.index.dependents(&state.tasks, done).to_vec();
+    let pending = dependents
+        .into_iter()
+        .filter(|&i| state.tasks[i].status == TaskStatus::Pending)
         .collect();
-    ready.sort_by_key(|&i| std::cmp::Reverse(state.tasks[i].priority));
+    assign_if_ready(state, pending, now, commands);
+}
+
+fn assign_if_ready(
+    state: &mut SwarmState,
+    candidates: Vec<usize>,
+    now: DateTime<Utc>,
+    commands: &mut Vec<Command>,
+) {
+    let mut ready: Vec<usize> = candidates
+        .into_iter()
+        .filter(|&i| state.index.dependencies_done(&state.tasks, i))
+        .collect();
+    ready.sort_by_key(|&i| (std::cmp::Reverse(state.tasks[i].priority), i));
+    ready.dedup();
     for i in ready {
         let t = &mut state.tasks[i];
         t.status = TaskStatus::Assigned;
@@ -601,10 +618,7 @@ pub fn cost_spent(state: &SwarmState) -> f64 {
 }
 
 fn index_of(state: &SwarmState, task_id: &str) -> Option<usize> {
-    state
-        .tasks
-        .iter()
-        .position(|t| t.definition.task_id == task_id)
+    state.position(task_id)
 }
 
 fn preview(s: &str) -> String {

@@ -427,3 +427,38 @@ fn a_spent_budget_ends_the_mission_failed_with_the_reason() {
     assert_eq!(status(&s, "b"), TaskStatus::Cancelled);
     assert_eq!(machine::tokens_spent(&s), 1100);
 }
+
+#[test]
+fn a_wide_fan_in_assigns_its_last_task_once_every_dependency_is_done() {
+    let n = 2_000;
+    let ids: Vec<String> = (0..n).map(|i| format!("w{i}")).collect();
+    let mut tasks: Vec<TaskDefinition> = ids.iter().map(|id| task(id, &[])).collect();
+    let deps: Vec<&str> = ids.iter().map(String::as_str).collect();
+    tasks.push(task("join", &deps));
+    let mut d = deployment(tasks);
+    d.limits.max_tasks = n + 1;
+    let (mut s, cmds) = machine::deploy("s1", &d, 1, now());
+    assert_eq!(assigned(&cmds).len(), n, "every independent task at once");
+    // Results in reverse plan order: the join waits for the very last one.
+    for (k, id) in ids.iter().enumerate().rev() {
+        let out = submit(&mut s, 10 + k as u64, result(id, 1, 0, "ok"));
+        assert!(out.changed);
+        if k > 0 {
+            assert!(
+                assigned(&out.commands).is_empty(),
+                "join assigned early at {id}"
+            );
+        } else {
+            assert_eq!(assigned(&out.commands), vec![("join".into(), 1, 0)]);
+        }
+    }
+    assert_eq!(status(&s, "join"), TaskStatus::Assigned);
+    // A state read back from storage has no index yet and builds its own.
+    let stored: SwarmState = swarm_common::Codec::MsgPack
+        .decode(&swarm_common::Codec::MsgPack.encode(&s).unwrap())
+        .unwrap();
+    assert_eq!(stored, s);
+    assert_eq!(stored.task("w1999").unwrap().status, TaskStatus::Completed);
+    let out = submit(&mut s, 99_999, result("join", 1, 0, "joined"));
+    assert_eq!(out.commands, vec![Command::Finalize]);
+}
