@@ -301,7 +301,28 @@ async fn reject(ctx: &Ctx, msg: &jetstream::Message, reason: ErrorBody) {
 /// The cached state of one swarm and the KV revision it was read at.
 struct Cached {
     state: SwarmState,
+    /// The revision last stored (the state may be ahead of it: `dirty`).
     revision: u64,
+    /// The state holds applied events not yet stored (a deferred write).
+    dirty: bool,
+    /// Which read this state descends from: a state read again is a new
+    /// generation, and what a dirty earlier one held is gone with it.
+    generation: u64,
+}
+
+/// Numbers the reads of swarm states (see [`Cached::generation`]).
+static GENERATIONS: AtomicU64 = AtomicU64::new(1);
+
+impl Cached {
+    /// A state as read from (or first written to) the bucket.
+    fn read(state: SwarmState, revision: u64) -> Cached {
+        Cached {
+            state,
+            revision,
+            dirty: false,
+            generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
+        }
+    }
 }
 
 /// Accepted results' texts a swarm's actor keeps, by stream sequence, so an
@@ -347,6 +368,22 @@ const ACTOR_IDLE: Duration = Duration::from_secs(2);
 /// Most events of one swarm applied with one state write.
 const MAX_BATCH: usize = 256;
 
+/// Events applied to a swarm's cached state whose write is deferred, and
+/// the generation of the state that holds them.
+struct Held {
+    msgs: Vec<jetstream::Message>,
+    generation: u64,
+    since: tokio::time::Instant,
+}
+
+/// How long a swarm's state write may wait for the next events of the same
+/// swarm, so a chain of quick tasks costs one write per few hops instead of
+/// one per hop. Its events stay unacked until the write lands.
+const DEFER_WRITE: Duration = Duration::from_millis(5);
+
+/// Most events held for one deferred write.
+const MAX_HELD: usize = 1024;
+
 async fn actor(
     ctx: Arc<Ctx>,
     swarm_id: String,
@@ -354,13 +391,25 @@ async fn actor(
 ) -> String {
     let mut cache: Option<Cached> = None;
     let mut results = Results::default();
+    let mut held: Option<Held> = None;
     let mut epoch = ctx.pin_epoch.load(Ordering::SeqCst);
     loop {
         // An actor idle for a while ends (after what is still queued), so a
-        // replica at capacity frees room for swarms that have events.
-        let first = match tokio::time::timeout(ACTOR_IDLE, rx.recv()).await {
+        // replica at capacity frees room for swarms that have events. A
+        // deferred write is made when its time is up.
+        let wait = held.as_ref().map_or(ACTOR_IDLE, |h| {
+            (h.since + DEFER_WRITE).saturating_duration_since(tokio::time::Instant::now())
+        });
+        let first = match tokio::time::timeout(wait, rx.recv()).await {
             Ok(Some(m)) => m,
-            Ok(None) => break,
+            Ok(None) => {
+                flush(&ctx, &mut cache, &mut held).await;
+                break;
+            }
+            Err(_) if held.is_some() => {
+                flush(&ctx, &mut cache, &mut held).await;
+                continue;
+            }
             Err(_) => {
                 rx.close();
                 continue;
@@ -375,14 +424,16 @@ async fn actor(
                 Err(_) => break,
             }
         }
-        // Keep the batch ours while it is handled, however long a review takes.
+        // Keep the batch (and the events held for a write) ours while it is
+        // handled, however long a review takes.
         let ticker = {
-            let held = batch.clone();
+            let mut ours = batch.clone();
+            ours.extend(held.iter().flat_map(|h| h.msgs.iter().cloned()));
             let every = (ctx.ack_wait / 2).max(Duration::from_millis(250));
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(every).await;
-                    for m in &held {
+                    for m in &ours {
                         let _ = m.ack_with(AckKind::Progress).await;
                     }
                 }
@@ -395,13 +446,40 @@ async fn actor(
             epoch = now_epoch;
             cache = None;
         }
-        let outcomes = handle_batch(&ctx, &swarm_id, &mut cache, &mut results, &batch).await;
+        let defer = held.as_ref().map_or(0, |h| h.msgs.len()) + batch.len() <= MAX_HELD;
+        let outcomes = handle_batch(&ctx, &swarm_id, &mut cache, &mut results, &batch, defer).await;
         ticker.abort();
-        for (msg, outcome) in batch.iter().zip(outcomes) {
+        // The held events are stored if the state that holds them was
+        // written, still held if it is still waiting, and lost (so
+        // redelivered) if that state was dropped or read again.
+        let dirty = cache.as_ref().filter(|c| c.dirty).map(|c| c.generation);
+        let clean = cache.as_ref().filter(|c| !c.dirty).map(|c| c.generation);
+        if let Some(h) = held.take() {
+            if clean == Some(h.generation) {
+                ack_all(&h.msgs).await;
+            } else if dirty == Some(h.generation) {
+                held = Some(h);
+            } else {
+                nak_all(&h.msgs).await;
+            }
+        }
+        for (msg, outcome) in batch.into_iter().zip(outcomes) {
             let ack = match outcome {
-                Ok(()) => msg.ack().await,
+                Ok(()) => match dirty {
+                    Some(generation) => {
+                        held.get_or_insert_with(|| Held {
+                            msgs: Vec::new(),
+                            generation,
+                            since: tokio::time::Instant::now(),
+                        })
+                        .msgs
+                        .push(msg);
+                        Ok(())
+                    }
+                    None => msg.ack().await,
+                },
                 Err(Failure::Reject(reason)) => {
-                    reject(&ctx, msg, reason).await;
+                    reject(&ctx, &msg, reason).await;
                     Ok(())
                 }
                 Err(Failure::Retry(e)) => {
@@ -415,6 +493,11 @@ async fn actor(
                 warn!(error = %e, "ack failed; the event may be redelivered (it is idempotent)");
             }
         }
+        if cache.is_none()
+            && let Some(h) = held.take()
+        {
+            nak_all(&h.msgs).await;
+        }
         // A finished swarm whose report is out needs no actor: close the
         // channel, finish what is queued, and let the next event start a new one.
         if cache
@@ -425,6 +508,60 @@ async fn actor(
         }
     }
     swarm_id
+}
+
+/// Makes a deferred state write and settles the events it holds: acked once
+/// stored, redelivered if the write failed or lost its race.
+async fn flush(ctx: &Ctx, cache: &mut Option<Cached>, held: &mut Option<Held>) {
+    let Some(h) = held.take() else {
+        return;
+    };
+    let stored = match cache.as_mut() {
+        Some(c) if c.dirty && c.generation == h.generation => {
+            match store(ctx, &mut c.state, c.revision).await {
+                Ok(Some(rev)) => {
+                    c.revision = rev;
+                    c.dirty = false;
+                    true
+                }
+                Ok(None) => {
+                    debug!("lost a deferred state write's compare-and-swap; its events come again");
+                    false
+                }
+                Err(e) => {
+                    warn!(
+                        error = format!("{e:#}"),
+                        "deferred state write failed; its events come again"
+                    );
+                    false
+                }
+            }
+        }
+        _ => false,
+    };
+    if stored {
+        if let Some(c) = cache.as_ref() {
+            track_deadline(ctx, &c.state);
+        }
+        ack_all(&h.msgs).await;
+    } else {
+        *cache = None;
+        nak_all(&h.msgs).await;
+    }
+}
+
+async fn ack_all(msgs: &[jetstream::Message]) {
+    for m in msgs {
+        if let Err(e) = m.ack().await {
+            warn!(error = %e, "ack failed; the event may be redelivered (it is idempotent)");
+        }
+    }
+}
+
+async fn nak_all(msgs: &[jetstream::Message]) {
+    for m in msgs {
+        let _ = m.ack_with(AckKind::Nak(None)).await;
+    }
 }
 
 enum Failure {
@@ -536,10 +673,7 @@ async fn load(ctx: &Ctx, swarm_id: &str) -> anyhow::Result<Option<Cached>> {
             let state: SwarmState = Codec::MsgPack
                 .decode(&e.value)
                 .context("decoding stored swarm state")?;
-            Ok(Some(Cached {
-                state,
-                revision: e.revision,
-            }))
+            Ok(Some(Cached::read(state, e.revision)))
         }
         _ => Ok(None),
     }
@@ -584,6 +718,7 @@ async fn handle_batch(
     cache: &mut Option<Cached>,
     results: &mut Results,
     msgs: &[jetstream::Message],
+    defer: bool,
 ) -> Vec<Result<(), Failure>> {
     let mut outcomes: Vec<Option<Result<(), Failure>>> = msgs.iter().map(|_| None).collect();
     let mut items = Vec::new();
@@ -635,7 +770,7 @@ async fn handle_batch(
                 results.remember(*seq, &submission.result);
             }
         }
-        let settled = apply_batch(ctx, swarm_id, cache, results, &items).await;
+        let settled = apply_batch(ctx, swarm_id, cache, results, &items, defer).await;
         for (item, outcome) in items.iter().zip(settled) {
             outcomes[item.index] = Some(outcome);
         }
@@ -742,6 +877,7 @@ async fn apply_batch(
     cache: &mut Option<Cached>,
     results: &Results,
     items: &[Item],
+    defer: bool,
 ) -> Vec<Result<(), Failure>> {
     // Results only, applied to a state this replica wrote or read under its
     // current pin: the hot path, whose assignments go out with the write.
@@ -772,6 +908,8 @@ async fn apply_batch(
         }
         let now = Utc::now();
         let revision = cache.as_ref().map_or(0, |c| c.revision);
+        let was_dirty = cache.as_ref().is_some_and(|c| c.dirty);
+        let generation = cache.as_ref().map(|c| c.generation);
         // Applied in place: a failed write drops the cache and reloads, so
         // the state is never copied (a copy per batch is O(tasks)).
         let mut state = cache.take().map(|c| c.state);
@@ -842,14 +980,36 @@ async fn apply_batch(
                 (Some(_), Incoming::Ignore) => outcomes.push(Ok(())),
             }
         }
-        if unsure && !fresh {
+        if unsure && !fresh && !was_dirty {
             // "Nothing to do" from a cached state may only mean the cache is
             // behind another replica's writes: decide again on a fresh read.
+            // (A state with unstored events is ahead of any read.)
             continue 'attempt;
         }
         let (mut assigns, finalize) = split(commands);
         let mut sent = false;
+        let keep = |state: SwarmState, revision: u64, dirty: bool| match generation {
+            Some(generation) => Cached {
+                state,
+                revision,
+                dirty,
+                generation,
+            },
+            None => Cached::read(state, revision),
+        };
         match state {
+            Some(next) if changed && defer && only_results && !fresh && !finalize => {
+                // The state write waits: the events stay unacked in the actor
+                // until a later write stores them (within DEFER_WRITE), and
+                // the assignments go out now.
+                if let Err(e) =
+                    send_assignments(ctx, swarm_id, results, std::mem::take(&mut assigns)).await
+                {
+                    return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}")));
+                }
+                sent = true;
+                *cache = Some(keep(next, revision, true));
+            }
             Some(mut next) if changed => {
                 let stored = if (only_results && !fresh) || new_swarm {
                     // The assignments go to the connection first, and it gets
@@ -877,12 +1037,7 @@ async fn apply_batch(
                     store(ctx, &mut next, revision).await
                 };
                 match stored {
-                    Ok(Some(rev)) => {
-                        *cache = Some(Cached {
-                            state: next,
-                            revision: rev,
-                        })
-                    }
+                    Ok(Some(rev)) => *cache = Some(keep(next, rev, false)),
                     Ok(None) => {
                         debug!("lost a state compare-and-swap; reloading");
                         continue 'attempt;
@@ -890,12 +1045,7 @@ async fn apply_batch(
                     Err(e) => return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}"))),
                 }
             }
-            Some(unchanged) => {
-                *cache = Some(Cached {
-                    state: unchanged,
-                    revision,
-                })
-            }
+            Some(unchanged) => *cache = Some(keep(unchanged, revision, was_dirty)),
             None => {}
         }
         if !sent && let Err(e) = send_assignments(ctx, swarm_id, results, assigns).await {
@@ -1110,10 +1260,9 @@ async fn publish_report(
         next.report_published = true;
         match store(ctx, &mut next, c.revision).await? {
             Some(rev) => {
-                *cache = Some(Cached {
-                    state: next,
-                    revision: rev,
-                });
+                c.state = next;
+                c.revision = rev;
+                c.dirty = false;
                 return Ok(());
             }
             None => *cache = load(ctx, &swarm_id).await?,

@@ -34,6 +34,17 @@ impl Rng {
     }
 }
 
+/// Tasks `ids`, each depending on the one before, described by `what`.
+fn chain(ids: &[String], what: impl Fn(&str) -> String) -> Vec<swarm_common::TaskDefinition> {
+    ids.iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let deps: Vec<&str> = ids[..i].last().map(String::as_str).into_iter().collect();
+            common::task(id, &what(id), &deps)
+        })
+        .collect()
+}
+
 /// Waits for the first progress update of `task_id` and returns the worker
 /// named in it ("<task> started on <worker>").
 async fn started_on(
@@ -439,14 +450,7 @@ async fn one_manager_is_active_and_a_standby_takes_over_when_it_dies() {
         .unwrap();
     let nc = cluster.client().await;
     let ids: Vec<String> = (0..12).map(|i| format!("t{i}")).collect();
-    let tasks = ids
-        .iter()
-        .enumerate()
-        .map(|(i, id)| {
-            let deps: Vec<&str> = ids[..i].last().map(String::as_str).into_iter().collect();
-            common::task(id, &common::sleep(100), &deps)
-        })
-        .collect();
+    let tasks = chain(&ids, |_| common::sleep(100));
     let swarm_id = common::submit(&nc, &common::mission("pinned", tasks)).await;
     let assignments = || async {
         common::messages::<swarm_common::TaskAssignment>(&nc, &subjects::work("*", &swarm_id, "*"))
@@ -636,4 +640,49 @@ async fn a_result_before_its_swarms_first_state_write_deploys_the_swarm() {
     assert_eq!(common::outcome(&report, "a").result, "A");
     common::assert_one_report(&nc, &swarm_id).await;
     assert!(common::state(&nc, &swarm_id).await.report_published);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_killed_while_its_state_write_waits_loses_nothing() {
+    // Quick tasks in a chain: the active manager defers each state write a
+    // few milliseconds for the next hops, so a kill mid-chain lands while
+    // it holds applied but unstored events. The standby must finish the
+    // chain from the stored state and the redelivered events, each task run once.
+    let mut cluster = Cluster::builder()
+        .bosses(1)
+        .managers(2)
+        .workers(2)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let ids: Vec<String> = (0..40).map(|i| format!("q{i}")).collect();
+    let tasks = chain(&ids, common::echo);
+    let swarm_id = common::submit(&nc, &common::mission("deferred", tasks)).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let active = loop {
+        let seen = common::messages::<swarm_common::TaskAssignment>(
+            &nc,
+            &subjects::work("*", &swarm_id, "*"),
+        )
+        .await;
+        if seen.len() >= 10 {
+            break seen[0].sender_agent.clone();
+        }
+        assert!(Instant::now() < deadline, "the chain did not get going");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let index: usize = active.trim_start_matches("manager-").parse().unwrap();
+    cluster.local_mut().managers[index - 1].kill();
+    let report = common::final_report(&cluster, &nc, &swarm_id, 60).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
+    for id in &ids {
+        assert_eq!(common::outcome(&report, id).result, *id);
+        let results =
+            common::messages::<ResultSubmission>(&nc, &subjects::result(&swarm_id, id)).await;
+        assert_eq!(results.len(), 1, "{id} ran once");
+    }
+    common::assert_one_report(&nc, &swarm_id).await;
+    let state = common::state(&nc, &swarm_id).await;
+    assert!(state.report_published && state.status == SwarmStatus::Completed);
 }
