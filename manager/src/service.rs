@@ -23,6 +23,14 @@
 //! by its id if a lost race makes another replica decide it again. Errors,
 //! control messages and the final report wait for their state write, since
 //! what they decide (a retry, a verdict) must come from the stored state.
+//!
+//! On the first of those paths the state write may also wait a few
+//! milliseconds (`DEFER_WRITE`, 5 ms) for the swarm's next events, so a chain of
+//! quick tasks writes its state once per few hops: the events stay unacked,
+//! held by the actor, until a stored state includes them, and are nak'd
+//! (applied again from their redelivery) if the state holding them is
+//! dropped. A worker's answer to an assignment whose state write was lost
+//! with its replica is "ahead" of the stored state and waits for it.
 
 use std::collections::HashMap;
 use std::future::Future;
