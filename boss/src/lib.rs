@@ -23,7 +23,7 @@ use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, PullConsumer, pu
 use async_nats::service::ServiceExt;
 use futures::StreamExt;
 use swarm_common::{Limits, subjects};
-use swarm_runtime::{Infra, NatsArgs};
+use swarm_runtime::{Infra, NatsArgs, retry::pull_again};
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
@@ -194,12 +194,8 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
                     inflight.spawn(async move { planner.handle(msg).await });
                 }
                 Err(e) => {
-                    // A failed pull may never be renewed by that stream: open a new one.
-                    warn!(error = %e, "pulling missions failed; pulling again");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    match planner_consumer.messages().await {
-                        Ok(fresh) => planned = fresh,
-                        Err(e) => warn!(error = %e, "cannot pull missions yet"),
+                    if let Some(fresh) = pull_again("missions", &e, planner_consumer.messages()).await {
+                        planned = fresh;
                     }
                 }
             },
@@ -209,11 +205,8 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
                     inflight.spawn(async move { reporter.handle(msg).await });
                 }
                 Err(e) => {
-                    warn!(error = %e, "pulling reports failed; pulling again");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    match reports_consumer.messages().await {
-                        Ok(fresh) => reported = fresh,
-                        Err(e) => warn!(error = %e, "cannot pull reports yet"),
+                    if let Some(fresh) = pull_again("reports", &e, reports_consumer.messages()).await {
+                        reported = fresh;
                     }
                 }
             },

@@ -250,7 +250,7 @@ fn is_ahead(state: &SwarmState, event: &Event) -> bool {
         } => (task_id, *attempt, None),
         _ => return false,
     };
-    let Some(task) = index_of(state, task_id).map(|i| &state.tasks[i]) else {
+    let Some(task) = state.position(task_id).map(|i| &state.tasks[i]) else {
         return false;
     };
     !task.status.is_terminal()
@@ -333,7 +333,7 @@ fn on_result(
     let max_result = state.limits.max_result_bytes;
     let max_revisions = state.limits.max_revisions;
     let max_attempts = state.limits.max_attempts;
-    let Some(i) = index_of(state, &sub.task_id) else {
+    let Some(i) = state.position(&sub.task_id) else {
         return false;
     };
     let task = &mut state.tasks[i];
@@ -417,7 +417,7 @@ fn on_task_error(
     commands: &mut Vec<Command>,
 ) -> bool {
     let max_attempts = state.limits.max_attempts;
-    let Some(i) = index_of(state, task_id) else {
+    let Some(i) = state.position(task_id) else {
         return false;
     };
     let task = &state.tasks[i];
@@ -615,10 +615,6 @@ pub fn tokens_spent(state: &SwarmState) -> u64 {
 /// Estimated model cost the swarm has used so far, in US dollars.
 pub fn cost_spent(state: &SwarmState) -> f64 {
     state.metrics.get("cost_usd").copied().unwrap_or(0.0)
-}
-
-fn index_of(state: &SwarmState, task_id: &str) -> Option<usize> {
-    state.position(task_id)
 }
 
 fn preview(s: &str) -> String {

@@ -192,12 +192,8 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
                     break;
                 }
                 Some(Err(e)) => {
-                    // A failed pull may never be renewed by that stream: open a new one.
-                    warn!(error = %e, "pulling manager events failed; pulling again");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    match pull().await {
-                        Ok(fresh) => messages = fresh,
-                        Err(e) => warn!(error = %e, "cannot pull manager events yet"),
+                    if let Some(fresh) = swarm_runtime::retry::pull_again("manager events", &e, pull()).await {
+                        messages = fresh;
                     }
                 }
                 Some(Ok(msg)) => {
@@ -432,21 +428,6 @@ async fn actor(
                 Err(_) => break,
             }
         }
-        // Keep the batch (and the events held for a write) ours while it is
-        // handled, however long a review takes.
-        let ticker = {
-            let mut ours = batch.clone();
-            ours.extend(held.iter().flat_map(|h| h.msgs.iter().cloned()));
-            let every = (ctx.ack_wait / 2).max(Duration::from_millis(250));
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(every).await;
-                    for m in &ours {
-                        let _ = m.ack_with(AckKind::Progress).await;
-                    }
-                }
-            })
-        };
         // A state cached under an earlier pin may be behind the writes of
         // the replica that held the pin in between.
         let now_epoch = ctx.pin_epoch.load(Ordering::SeqCst);
@@ -455,8 +436,23 @@ async fn actor(
             cache = None;
         }
         let defer = held.as_ref().map_or(0, |h| h.msgs.len()) + batch.len() <= MAX_HELD;
-        let outcomes = handle_batch(&ctx, &swarm_id, &mut cache, &mut results, &batch, defer).await;
-        ticker.abort();
+        // Keep the batch (and the events held for a write) ours while it is
+        // handled, however long a review takes.
+        let every = (ctx.ack_wait / 2).max(Duration::from_millis(250));
+        let outcomes = {
+            let work = handle_batch(&ctx, &swarm_id, &mut cache, &mut results, &batch, defer);
+            tokio::pin!(work);
+            loop {
+                tokio::select! {
+                    outcomes = &mut work => break outcomes,
+                    () = tokio::time::sleep(every) => {
+                        for m in batch.iter().chain(held.iter().flat_map(|h| h.msgs.iter())) {
+                            let _ = m.ack_with(AckKind::Progress).await;
+                        }
+                    }
+                }
+            }
+        };
         // The held events are stored if the state that holds them was
         // written, still held if it is still waiting, and lost (so
         // redelivered) if that state was dropped or read again.
@@ -925,24 +921,27 @@ async fn apply_batch(
         let mut unsure = false;
         let mut commands = Vec::new();
         let mut outcomes: Vec<Result<(), Failure>> = Vec::with_capacity(items.len());
-        for item in items {
-            if state.is_none() && matches!(item.incoming, Incoming::Event(_)) {
-                // An event before its swarm's state: the deployment's first
-                // write may have been lost with the replica that made it,
-                // after its assignments went out. Deploy from the stream now
-                // (the redelivered deployment then finds the state).
-                match recent_deployment(ctx, swarm_id).await {
-                    Ok(Some((d, seq))) => {
-                        let (s, cmds) = machine::deploy(swarm_id, &d, seq, now);
-                        info!(tasks = s.tasks.len(), status = ?s.status, "swarm deployed from the stream: an event came before its state");
-                        state = Some(s);
-                        changed = true;
-                        commands.extend(cmds);
-                    }
-                    Ok(None) => {}
-                    Err(e) => return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}"))),
+        if state.is_none()
+            && let Some(first) = items.first()
+            && matches!(first.incoming, Incoming::Event(_))
+        {
+            // Events before their swarm's state: the deployment's first
+            // write may have been lost with the replica that made it, after
+            // its assignments went out. Deploy from the stream now (the
+            // redelivered deployment then finds the state).
+            match recent_deployment(ctx, swarm_id).await {
+                Ok(Some((d, seq))) => {
+                    let (s, cmds) = machine::deploy(swarm_id, &d, seq, now);
+                    info!(tasks = s.tasks.len(), status = ?s.status, "swarm deployed from the stream: an event came before its state");
+                    state = Some(s);
+                    changed = true;
+                    commands.extend(cmds);
                 }
+                Ok(None) => {}
+                Err(e) => return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}"))),
             }
+        }
+        for item in items {
             match (&mut state, &item.incoming) {
                 (None, Incoming::Deploy(d)) => {
                     let (s, cmds) = machine::deploy(swarm_id, d, item.seq, now);
@@ -1264,16 +1263,21 @@ async fn publish_report(
         if c.state.report_published {
             return Ok(());
         }
-        let mut next = c.state.clone();
-        next.report_published = true;
-        match store(ctx, &mut next, c.revision).await? {
-            Some(rev) => {
-                c.state = next;
+        // Marked in place (no copy of the state): a failed write drops the
+        // cache, a lost race reads the state again.
+        c.state.report_published = true;
+        let stored = store(ctx, &mut c.state, c.revision).await;
+        match stored {
+            Ok(Some(rev)) => {
                 c.revision = rev;
                 c.dirty = false;
                 return Ok(());
             }
-            None => *cache = load(ctx, &swarm_id).await?,
+            Ok(None) => *cache = load(ctx, &swarm_id).await?,
+            Err(e) => {
+                *cache = None;
+                return Err(e);
+            }
         }
     }
     error!(

@@ -30,3 +30,24 @@ where
         })
         .await
 }
+
+/// After a pull stream yielded an error (no responders while a consumer's
+/// leader is elected, missed heartbeats): waits a moment and opens a new
+/// stream with `open`, since async-nats may never renew the failed pull.
+/// `None`, logged, if it cannot be opened yet; the caller keeps its stream
+/// and comes back here on its next error.
+pub async fn pull_again<S, E: std::fmt::Display>(
+    what: &str,
+    error: &dyn std::fmt::Display,
+    open: impl Future<Output = Result<S, E>>,
+) -> Option<S> {
+    tracing::warn!(%error, "pulling {what} failed; pulling again");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    match open.await {
+        Ok(fresh) => Some(fresh),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot pull {what} yet");
+            None
+        }
+    }
+}

@@ -507,6 +507,47 @@ async fn a_manager_review_asks_for_one_revision_with_the_feedback_in_the_workers
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_slower_than_the_managers_ack_wait_keeps_its_event_and_runs_once() {
+    let llm = MockLlm::start().await;
+    // The model takes 4.5 s to review; the manager's ack_wait is 2 s, so only
+    // its progress acks keep the result from being delivered (and reviewed) again.
+    llm.add(
+        Rule::new("reviewer", Match::new().system_contains(REVIEWER)).then_always(
+            Reply::json_text(&json!({"approved": true, "feedback": ""}))
+                .after(Duration::from_millis(4500)),
+        ),
+    );
+    let ws = workspace();
+    let cluster = cluster(
+        &llm,
+        &[Roles::Manager],
+        &[("SWARM_MANAGER_ACK_WAIT", "2")],
+        ws.path(),
+    )
+    .await;
+    let nc = cluster.client().await;
+    let mission = planned(
+        "Slow review",
+        vec![common::task("t1", &common::echo("ping"), &[])],
+    );
+    let id = submit_json(&nc, &mission).await;
+    let report = report(&cluster, &llm, &nc, &id).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
+    assert_eq!(
+        llm.requests_for("reviewer").len(),
+        1,
+        "{}",
+        llm.describe_requests()
+    );
+    // The manager logs every event it gets a second time.
+    let log = std::fs::read_to_string(cluster.dir().join("logs").join("manager-1.log")).unwrap();
+    assert!(
+        !log.contains("taking over a redelivered event"),
+        "an event was redelivered mid-review:\n{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_summary_the_model_cannot_give_falls_back_to_the_deterministic_one() {
     let llm = MockLlm::start().await;
     llm.add(

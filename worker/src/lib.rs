@@ -241,14 +241,9 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
             next = messages.next() => match next {
                 None => break,
                 Some(Err(e)) => {
-                    // A pull that failed (no responders while the consumer's
-                    // leader is elected, a missed heartbeat) may never be
-                    // renewed by that stream: open a new one.
-                    warn!(error = %e, "pulling assignments failed; pulling again");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    match consumer.stream().max_messages_per_batch(concurrency).messages().await {
-                        Ok(fresh) => messages = fresh,
-                        Err(e) => warn!(error = %e, "cannot pull assignments yet"),
+                    let fresh = consumer.stream().max_messages_per_batch(concurrency).messages();
+                    if let Some(fresh) = swarm_runtime::retry::pull_again("assignments", &e, fresh).await {
+                        messages = fresh;
                     }
                     continue;
                 }
