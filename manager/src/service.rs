@@ -492,6 +492,11 @@ async fn actor(
                     msg.ack_with(AckKind::Nak(Some(Duration::from_millis(500))))
                         .await
                 }
+                Err(Failure::Wait(why)) => {
+                    debug!(subject = %msg.subject, "{why}");
+                    msg.ack_with(AckKind::Nak(Some(Duration::from_millis(500))))
+                        .await
+                }
             };
             if let Err(e) = ack {
                 warn!(error = %e, "ack failed; the event may be redelivered (it is idempotent)");
@@ -573,6 +578,8 @@ enum Failure {
     Reject(ErrorBody),
     /// A transient fault: try again later.
     Retry(anyhow::Error),
+    /// The event must wait for events before it (the cached state is fine).
+    Wait(String),
 }
 
 impl From<anyhow::Error> for Failure {
@@ -712,6 +719,8 @@ struct Item {
     incoming: Incoming,
     seq: u64,
     delivered: i64,
+    /// How long ago it was stored in the stream.
+    age: Duration,
 }
 
 /// Applies a batch of one swarm's events in order with one state write and
@@ -744,14 +753,14 @@ async fn handle_batch(
             ))));
             continue;
         };
+        let now_ns = Utc::now()
+            .timestamp_nanos_opt()
+            .map(i128::from)
+            .unwrap_or(0);
+        let waited_ms = (now_ns - info.published.unix_timestamp_nanos()).max(0) / 1_000_000;
         if info.delivered > 1 {
             // Another replica took this event and did not finish it (it died or
             // stalled): this is a takeover, and how long it took is worth knowing.
-            let now_ns = Utc::now()
-                .timestamp_nanos_opt()
-                .map(i128::from)
-                .unwrap_or(0);
-            let waited_ms = (now_ns - info.published.unix_timestamp_nanos()) / 1_000_000;
             info!(delivered = info.delivered, seq = info.stream_sequence, waited_ms = waited_ms as i64, subject = %msg.subject, "taking over a redelivered event");
             swarm_runtime::metrics::redelivered(subjects::MANAGER_CONSUMER);
             swarm_runtime::metrics::takeover("event");
@@ -761,6 +770,7 @@ async fn handle_batch(
             incoming,
             seq: info.stream_sequence,
             delivered: info.delivered,
+            age: Duration::from_millis(u64::try_from(waited_ms).unwrap_or(u64::MAX)),
         });
     }
     if !items.is_empty() {
@@ -972,11 +982,25 @@ async fn apply_batch(
                     let applied = machine::apply(s, item.seq, event.clone(), now);
                     if applied.ahead {
                         // A cached state may only be behind our own pin's
-                        // writes; a stored one waits for the events before it.
+                        // writes; a stored one waits for the events before it,
+                        // but not for ever: one that never catches up answers
+                        // an assignment nobody made.
                         unsure = true;
-                        outcomes.push(Err(Failure::Retry(anyhow::anyhow!(
-                            "the event is ahead of the stored state; it waits for the events before it"
-                        ))));
+                        let patience = (ctx.ack_wait * 10).max(Duration::from_secs(10));
+                        outcomes.push(Err(if item.age > patience {
+                            Failure::Reject(ErrorBody::new(
+                                ErrorCode::ValidationFailed,
+                                format!(
+                                    "{} answers an attempt or revision of its task that swarm {swarm_id} never assigned (still ahead of its state after {patience:?})",
+                                    event_name(event)
+                                ),
+                            ))
+                        } else {
+                            Failure::Wait(format!(
+                                "{} is ahead of the stored state; it waits for the events before it",
+                                event_name(event)
+                            ))
+                        }));
                         continue;
                     }
                     changed |= applied.changed;
@@ -1067,6 +1091,24 @@ async fn apply_batch(
         return outcomes;
     }
     all(&|| Failure::Retry(anyhow::anyhow!("state kept changing under us")))
+}
+
+/// How an event is named in logs and dead letters.
+fn event_name(event: &Event) -> String {
+    match event {
+        Event::Result { submission, .. } => format!(
+            "the result of task {} (attempt {}, revision {})",
+            submission.task_id, submission.attempt, submission.revision
+        ),
+        Event::TaskError {
+            task_id, attempt, ..
+        } => match attempt {
+            Some(a) => format!("the error of task {task_id} (attempt {a})"),
+            None => format!("the error of task {task_id}"),
+        },
+        Event::Cancel { .. } => "the cancel".into(),
+        Event::Expire => "the expiry".into(),
+    }
 }
 
 /// The swarm's deployment as stored in the A2AP stream, with its sequence,

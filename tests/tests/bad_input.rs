@@ -323,3 +323,46 @@ async fn garbage_on_a2ap_subjects_becomes_dead_letters_and_nothing_stops() {
     );
     common::assert_all_running(&mut cluster);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_for_an_attempt_never_assigned_becomes_a_dead_letter_and_changes_nothing() {
+    // A result "ahead" of the state waits for the events before it (a lost
+    // state write); one that never catches up is recorded, not waited on
+    // for ever. The manager's ack_wait of 1 s makes that 10 s.
+    let cluster = Cluster::builder()
+        .env("SWARM_MANAGER_ACK_WAIT", "1")
+        .bosses(1)
+        .managers(1)
+        .workers(1)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    // Its persona's pool has no worker: task a stays assigned, attempt 1.
+    let mut waiting = common::mission("waits", vec![common::task("a", &common::echo("a"), &[])]);
+    waiting.plan.as_mut().unwrap().workers[0].pool = "nobody".into();
+    let swarm_id = common::submit(&nc, &waiting).await;
+    common::play_worker_result(&nc, &swarm_id, "a", 7, "from nowhere").await;
+    let letters = dead_letters(&nc, "manager", 1).await;
+    assert_eq!(letters[0].subject, subjects::result(&swarm_id, "a"));
+    assert_eq!(letters[0].reason.code, ErrorCode::ValidationFailed);
+    assert!(
+        letters[0].reason.message.contains("never assigned"),
+        "{}",
+        letters[0].reason.message
+    );
+    let state = common::state(&nc, &swarm_id).await;
+    let a = state.task("a").unwrap();
+    assert_eq!(
+        (a.status, a.attempt),
+        (swarm_common::TaskStatus::Assigned, 1)
+    );
+    // The manager goes on serving.
+    let other = common::submit(
+        &nc,
+        &common::mission("after", vec![common::task("b", &common::echo("b"), &[])]),
+    )
+    .await;
+    let report = common::final_report(&cluster, &nc, &other, 60).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed);
+}

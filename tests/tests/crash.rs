@@ -523,32 +523,6 @@ async fn a_manager_at_capacity_still_finishes_every_swarm() {
     }
 }
 
-/// Submits a worker's result for `task_id` as a worker that was handed the
-/// task's first attempt would (the test plays the worker).
-async fn play_worker_result(nc: &async_nats::Client, swarm_id: &str, task_id: &str, text: &str) {
-    let now = chrono::Utc::now();
-    let submission = ResultSubmission {
-        task_id: task_id.into(),
-        status: TaskStatus::Completed,
-        result: text.into(),
-        attempt: 1,
-        revision: 0,
-        provider: "offline".into(),
-        worker_id: "test-worker".into(),
-        started_at: now,
-        completed_at: now,
-        steps: Vec::new(),
-        metrics: Default::default(),
-        error: None,
-        gate_verdicts: Vec::new(),
-    };
-    let env = swarm_common::Envelope::new("test-worker", "manager", swarm_id, task_id, submission);
-    let js = async_nats::jetstream::new(nc.clone());
-    swarm_runtime::wire::publish(&js, subjects::result(swarm_id, task_id), &env, None)
-        .await
-        .unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_ahead_of_a_lost_state_write_waits_for_it_and_is_not_dropped() {
     // A manager sends the next assignments while it writes the state. Should
@@ -571,8 +545,8 @@ async fn a_result_ahead_of_a_lost_state_write_waits_for_it_and_is_not_dropped() 
         ],
     );
     let swarm_id = common::submit(&nc, &m).await;
-    play_worker_result(&nc, &swarm_id, "b", "B from the future").await;
-    play_worker_result(&nc, &swarm_id, "a", "A").await;
+    common::play_worker_result(&nc, &swarm_id, "b", 1, "B from the future").await;
+    common::play_worker_result(&nc, &swarm_id, "a", 1, "A").await;
     let report = common::final_report(&cluster, &nc, &swarm_id, 30).await;
     assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
     assert_eq!(common::outcome(&report, "b").result, "B from the future");
@@ -632,7 +606,7 @@ async fn a_result_before_its_swarms_first_state_write_deploys_the_swarm() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_eq!(deployment.subject.as_str(), subjects::deploy(&swarm_id));
-    play_worker_result(&nc, &swarm_id, "a", "A").await;
+    common::play_worker_result(&nc, &swarm_id, "a", 1, "A").await;
     cluster.local_mut().managers[0].restart().unwrap();
     // Well within the 60 s before the deployment comes back.
     let report = common::final_report(&cluster, &nc, &swarm_id, 30).await;

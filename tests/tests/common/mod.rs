@@ -122,6 +122,38 @@ pub fn echo(text: &str) -> String {
     tool("echo", serde_json::json!({"text": text}))
 }
 
+/// Submits a completed result for `task_id`'s `attempt` (revision 0) as a
+/// worker would: the test plays the worker.
+pub async fn play_worker_result(
+    nc: &async_nats::Client,
+    swarm_id: &str,
+    task_id: &str,
+    attempt: u32,
+    text: &str,
+) {
+    let now = chrono::Utc::now();
+    let submission = swarm_common::ResultSubmission {
+        task_id: task_id.into(),
+        status: swarm_common::TaskStatus::Completed,
+        result: text.into(),
+        attempt,
+        revision: 0,
+        provider: "offline".into(),
+        worker_id: "test-worker".into(),
+        started_at: now,
+        completed_at: now,
+        steps: Vec::new(),
+        metrics: Default::default(),
+        error: None,
+        gate_verdicts: Vec::new(),
+    };
+    let env = Envelope::new("test-worker", "manager", swarm_id, task_id, submission);
+    let js = jetstream::new(nc.clone());
+    swarm_runtime::wire::publish(&js, subjects::result(swarm_id, task_id), &env, None)
+        .await
+        .unwrap();
+}
+
 /// A task description that waits `ms` milliseconds.
 pub fn sleep(ms: u64) -> String {
     tool("sleep", serde_json::json!({"ms": ms}))
