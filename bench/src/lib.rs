@@ -77,6 +77,10 @@ pub struct Args {
     /// Missions of the sustained load (default 1,000; 20 with --quick).
     #[arg(long)]
     pub missions: Option<usize>,
+    /// Runs of the fan-out and chain missions (default 7; 2 with --quick);
+    /// the one-task mission runs seven times as often. More runs, less noise.
+    #[arg(long)]
+    pub runs: Option<usize>,
     /// Also run the growth scenario with a mission of 10,000 tasks (measured
     /// as far as it gets within --huge-cap seconds).
     #[arg(long)]
@@ -114,6 +118,10 @@ impl Args {
         };
         if let Some(m) = self.missions {
             s.sustained_missions = m;
+        }
+        if let Some(r) = self.runs {
+            s.runs = r.max(1);
+            s.one_task_runs = s.runs * 7;
         }
         if self.huge {
             s.growth.push(10_000);

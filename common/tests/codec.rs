@@ -614,6 +614,39 @@ fn broken_bytes_are_decode_failures() {
     assert_eq!(e.code, ErrorCode::DecodeFailed);
 }
 
+#[test]
+fn a_missing_envelope_field_is_named_and_the_version_is_checked_first() {
+    for codec in CODECS {
+        let full = round_trip_value(&envelope(submission()), codec);
+        for field in [
+            "message_id",
+            "timestamp",
+            "sender_agent",
+            "recipient_agent",
+            "correlation_id",
+            "swarm_id",
+        ] {
+            let mut v = full.clone();
+            v.as_object_mut().unwrap().remove(field);
+            let bytes = codec.encode(&v).unwrap();
+            let e = decode_as(MessageType::ResultSubmission, codec, &bytes).unwrap_err();
+            assert_eq!(e.code, ErrorCode::DecodeFailed, "{codec:?} {field}");
+            assert!(e.message.contains(field), "{codec:?} {field}: {}", e.message);
+            // An unknown version is refused for that, whatever else is missing.
+            v["protocol_version"] = json!("9.9");
+            let bytes = codec.encode(&v).unwrap();
+            let e = decode_as(MessageType::ResultSubmission, codec, &bytes).unwrap_err();
+            assert_eq!(e.code, ErrorCode::UnsupportedProtocol, "{codec:?} {field}");
+        }
+    }
+}
+
+/// A message as a generic value, for tests that take fields away.
+fn round_trip_value<T: Payload>(message: &Envelope<T>, codec: Codec) -> Value {
+    let bytes = message.encode(codec).unwrap();
+    codec.decode(&bytes).unwrap()
+}
+
 proptest! {
     #[test]
     fn random_bytes_never_panic_and_are_decode_failures(

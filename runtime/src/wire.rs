@@ -66,6 +66,22 @@ pub async fn send<T: Payload>(
         .map_err(|e| RuntimeError::Nats(e.to_string()))
 }
 
+/// Sends a message to a stream's subject without asking for an ack: the
+/// server stores it and answers nothing, so neither it nor this process
+/// spends a message on the answer. For advisory messages (progress), whose
+/// loss costs nothing.
+pub async fn post<T: Payload>(
+    js: &Context,
+    subject: String,
+    envelope: &Envelope<T>,
+) -> Result<(), RuntimeError> {
+    let payload = Bytes::from(envelope.encode(Codec::MsgPack)?);
+    js.client()
+        .publish_with_headers(subject, headers(Codec::MsgPack, None), payload)
+        .await
+        .map_err(|e| RuntimeError::Nats(e.to_string()))
+}
+
 /// Publishes a message to JetStream and waits until it is stored; retries
 /// transient faults (safe: the deduplication id makes a retry land once).
 pub async fn publish<T: Payload>(

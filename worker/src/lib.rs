@@ -254,7 +254,9 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
         let span = info_span!("task", subject = %msg.subject);
         running.spawn(
             async move {
-                handle(&ctx, msg).await;
+                // Boxed: a task's future holds the whole agent loop (tens of
+                // KiB), and the spawn would move it through every layer.
+                Box::pin(handle(&ctx, msg)).await;
                 drop(permit);
             }
             .instrument(span),
@@ -324,24 +326,24 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message) {
         return;
     }
     // Keep the assignment ours while the agent works, however long a step takes.
-    let ticker = {
-        let msg_for_ticks = msg.clone();
+    let outcome = {
         let every = ctx.ack_wait / 3;
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                if msg_for_ticks.ack_with(AckKind::Progress).await.is_err() {
-                    break;
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        let work = work(ctx, &env, delivered);
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                outcome = &mut work => break outcome,
+                _ = ticks.tick() => {
+                    let _ = msg.ack_with(AckKind::Progress).await;
                 }
             }
-        })
+        }
     };
-    let outcome = work(ctx, &env, delivered).await;
-    ticker.abort();
     match outcome {
         Ok(()) => {
-            if let Err(e) = msg.double_ack().await {
-                warn!(error = %e, "ack not confirmed; a redelivery will find the result already stored");
+            if let Err(e) = msg.ack().await {
+                warn!(error = %e, "ack not sent; a redelivery will find the result already stored");
             }
         }
         Err(e) => {
@@ -457,12 +459,11 @@ async fn progress(
                 .collect(),
         },
     );
-    // Progress is advisory: send without waiting for the store's ack.
-    if let Err(e) = wire::send(
+    // Progress is advisory: stored without an ack.
+    if let Err(e) = wire::post(
         &ctx.infra.js,
         subjects::progress(&env.swarm_id, &a.task_id),
         &update,
-        None,
     )
     .await
     {
