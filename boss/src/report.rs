@@ -65,20 +65,35 @@ pub fn render_html(input: &ReportInput<'_>) -> Result<String, ReportError> {
 fn render_at(input: &ReportInput<'_>, rendered_at: DateTime<Utc>) -> Result<String, ReportError> {
     let page = PageView::build(input, rendered_at);
     let context = to_template_value(serde_json::to_value(&page)?);
-    let mut env = Environment::new();
-    // The `.html` name already selects HTML escaping; say so explicitly, so a
-    // renamed template can never render unescaped worker output.
-    env.set_auto_escape_callback(|_| AutoEscape::Html);
-    env.set_undefined_behavior(UndefinedBehavior::Strict);
-    env.set_syntax(
-        SyntaxConfig::builder()
-            .trim_blocks(true)
-            .lstrip_blocks(true)
-            .build()?,
-    );
-    env.add_template(TEMPLATE_NAME, TEMPLATE_SOURCE)?;
-    let html = env.get_template(TEMPLATE_NAME)?.render(context)?;
+    let html = environment()?
+        .get_template(TEMPLATE_NAME)?
+        .render(context)?;
     Ok(html)
+}
+
+/// The template environment, with the page's template compiled once per
+/// process rather than once per report (compiling it cost more than
+/// rendering a 50-task report).
+fn environment() -> Result<&'static Environment<'static>, ReportError> {
+    static ENV: std::sync::OnceLock<Result<Environment<'static>, minijinja::Error>> =
+        std::sync::OnceLock::new();
+    let env = ENV.get_or_init(|| {
+        let mut env = Environment::new();
+        // The `.html` name already selects HTML escaping; say so explicitly, so a
+        // renamed template can never render unescaped worker output.
+        env.set_auto_escape_callback(|_| AutoEscape::Html);
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        env.set_syntax(
+            SyntaxConfig::builder()
+                .trim_blocks(true)
+                .lstrip_blocks(true)
+                .build()?,
+        );
+        env.add_template(TEMPLATE_NAME, TEMPLATE_SOURCE)?;
+        Ok(env)
+    });
+    env.as_ref()
+        .map_err(|e| ReportError::Template(minijinja::Error::new(e.kind(), e.to_string())))
 }
 
 /// Turns serialized JSON into template values. (minijinja's own serde support

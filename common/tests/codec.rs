@@ -631,7 +631,11 @@ fn a_missing_envelope_field_is_named_and_the_version_is_checked_first() {
             let bytes = codec.encode(&v).unwrap();
             let e = decode_as(MessageType::ResultSubmission, codec, &bytes).unwrap_err();
             assert_eq!(e.code, ErrorCode::DecodeFailed, "{codec:?} {field}");
-            assert!(e.message.contains(field), "{codec:?} {field}: {}", e.message);
+            assert!(
+                e.message.contains(field),
+                "{codec:?} {field}: {}",
+                e.message
+            );
             // An unknown version is refused for that, whatever else is missing.
             v["protocol_version"] = json!("9.9");
             let bytes = codec.encode(&v).unwrap();
