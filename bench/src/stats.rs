@@ -1,7 +1,22 @@
 //! Summary statistics of latency samples: nearest-rank percentiles, so a
 //! reported p99 is always a value that was actually observed.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Microseconds per call of `f` in a micro-benchmark: the best of five
+/// rounds of `n` calls (the best round is the one least disturbed by the
+/// rest of the machine).
+pub fn per_call_us(n: u32, mut f: impl FnMut()) -> f64 {
+    (0..5)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..n {
+                f();
+            }
+            start.elapsed().as_secs_f64() * 1e6 / f64::from(n)
+        })
+        .fold(f64::INFINITY, f64::min)
+}
 
 /// A latency distribution, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -250,7 +250,7 @@ impl<T: Payload> Envelope<T> {
     /// the envelope's fields (skipping the payload's), then the payload's
     /// (skipping the envelope's). The derived decoder of the flattened
     /// struct buffers every field in a generic tree first, at three times
-    /// the cost (`cargo bench -p swarm-common --bench codec`).
+    /// the cost (`cargo bench -p swarm-bench --bench codec`).
     pub fn decode(codec: Codec, bytes: &[u8]) -> Result<Self, ErrorBody> {
         // The header is checked first, so that a message of an unknown
         // version or another type is refused for that reason rather than for

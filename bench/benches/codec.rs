@@ -2,12 +2,13 @@
 //! assignment, a result), against a baseline measured in the same process:
 //! the payload alone, without its envelope.
 //!
-//! Run with `cargo bench -p swarm-common --bench codec`. Prints nanoseconds per
+//! Run with `cargo bench -p swarm-bench --bench codec`. Prints nanoseconds per
 //! operation and each as a multiple of the baseline; asserts nothing.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::time::Instant;
+
+use swarm_bench::stats::per_call_us;
 
 use chrono::Utc;
 use serde::de::DeserializeOwned;
@@ -15,19 +16,6 @@ use swarm_common::{
     Codec, ContextRef, Envelope, MissionBudget, Payload, ResultSubmission, StepRecord,
     TaskAssignment, TaskStatus, WorkerDeploymentPlan,
 };
-
-/// Nanoseconds per call of `f`, the best of five rounds of `n` calls.
-fn per_op(n: u32, mut f: impl FnMut()) -> f64 {
-    (0..5)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..n {
-                f();
-            }
-            start.elapsed().as_nanos() as f64 / f64::from(n)
-        })
-        .fold(f64::INFINITY, f64::min)
-}
 
 fn assignment() -> TaskAssignment {
     TaskAssignment {
@@ -103,18 +91,22 @@ fn measure<T: Payload + DeserializeOwned>(name: &str, codec: Codec, body: T) {
     );
     let bytes = env.encode(codec).expect("encodes");
     let body_bytes = codec.encode(&env.body).expect("encodes");
-    let base_decode = per_op(n, || {
-        black_box(codec.decode::<T>(black_box(&body_bytes)).expect("decodes"));
-    });
-    let decode = per_op(n, || {
-        black_box(Envelope::<T>::decode(codec, black_box(&bytes)).expect("decodes"));
-    });
-    let base_encode = per_op(n, || {
-        black_box(codec.encode(black_box(&env.body)).expect("encodes"));
-    });
-    let encode = per_op(n, || {
-        black_box(env.encode(codec).expect("encodes"));
-    });
+    let base_decode = 1000.0
+        * per_call_us(n, || {
+            black_box(codec.decode::<T>(black_box(&body_bytes)).expect("decodes"));
+        });
+    let decode = 1000.0
+        * per_call_us(n, || {
+            black_box(Envelope::<T>::decode(codec, black_box(&bytes)).expect("decodes"));
+        });
+    let base_encode = 1000.0
+        * per_call_us(n, || {
+            black_box(codec.encode(black_box(&env.body)).expect("encodes"));
+        });
+    let encode = 1000.0
+        * per_call_us(n, || {
+            black_box(env.encode(codec).expect("encodes"));
+        });
     println!(
         "| {name} | {codec:?} | {} B | {base_decode:.0} ns | {decode:.0} ns ({:.2}x) | {base_encode:.0} ns | {encode:.0} ns ({:.2}x) |",
         bytes.len(),

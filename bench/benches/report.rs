@@ -2,29 +2,17 @@
 //! 1, 50 and 1,000 tasks, against a baseline measured in the same process:
 //! writing the same report as JSON.
 //!
-//! Run with `cargo bench -p swarm-boss --bench report`. Prints microseconds
+//! Run with `cargo bench -p swarm-bench --bench report`. Prints microseconds
 //! per report and the multiple of the baseline; asserts nothing.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::time::Instant;
+
+use swarm_bench::stats::per_call_us;
 
 use chrono::{TimeDelta, Utc};
 use swarm_boss::report::{ReportInput, render_html};
 use swarm_common::{FinalReport, SwarmStatus, TaskOutcome, TaskStatus};
-
-/// Microseconds per call of `f`, the best of five rounds of `n` calls.
-fn per_op(n: u32, mut f: impl FnMut()) -> f64 {
-    (0..5)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..n {
-                f();
-            }
-            start.elapsed().as_secs_f64() * 1e6 / f64::from(n)
-        })
-        .fold(f64::INFINITY, f64::min)
-}
 
 /// A completed chain of `n` echo tasks, as the manager reports it.
 fn report(n: usize) -> FinalReport {
@@ -81,10 +69,10 @@ fn main() {
         };
         let rounds = if n >= 1000 { 20 } else { 500 };
         let bytes = render_html(&input).expect("renders").len();
-        let html = per_op(rounds, || {
+        let html = per_call_us(rounds, || {
             black_box(render_html(black_box(&input)).expect("renders"));
         });
-        let json = per_op(rounds, || {
+        let json = per_call_us(rounds, || {
             black_box(serde_json::to_string(black_box(&report)).expect("encodes"));
         });
         println!(
