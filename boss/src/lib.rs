@@ -3,9 +3,11 @@
 //! planner), deploys it to the managers, and renders each `FinalReport` into
 //! a self-contained HTML report.
 //!
-//! Three loops share one connection: [`intake`] (a NATS service in a queue
-//! group across boss replicas), [`planning`] and [`reports`] (durable
-//! consumers shared by the replicas, so any boss finishes what another began).
+//! Three loops: [`intake`] (a NATS service in a queue group across boss
+//! replicas) and [`planning`] share one connection; [`reports`] runs on a
+//! thread of its own at a lower CPU priority, with its own connection (see
+//! [`reports_thread`]). Planning and reports are durable consumers shared by
+//! the replicas, so any boss finishes what another began.
 
 pub mod intake;
 pub mod planning;
@@ -24,6 +26,7 @@ use async_nats::service::ServiceExt;
 use futures::StreamExt;
 use swarm_common::{Limits, subjects};
 use swarm_runtime::{Infra, NatsArgs, retry::pull_again};
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
@@ -112,28 +115,18 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
     swarm_runtime::health::starting();
     let client = config.nats.connect(&config.agent_id).await?;
     let infra = Infra::ensure(&client, config.replicas).await?;
-    // Reports get a connection of their own: storing a rendered page and
-    // updating its record must not queue ahead of the next mission's intake
-    // (the server reads one connection's messages in order).
-    let report_client = config
-        .nats
-        .connect(&format!("{}-reports", config.agent_id))
-        .await?;
-    let report_infra = Infra::ensure(&report_client, config.replicas).await?;
+    let (stop_reports, stopped) = watch::channel(false);
+    let (ready, reports_ready) = oneshot::channel();
+    let reports = reports_thread(config.clone(), stopped, ready)?;
+    reports_ready
+        .await
+        .context("the reports thread ended before it started")??;
 
     let planner_consumer = durable(
         &infra,
         subjects::MISSIONS_STREAM,
         subjects::PLANNER_CONSUMER,
         subjects::MISSIONS_STREAM_SUBJECTS,
-        Duration::from_secs(60),
-    )
-    .await?;
-    let reports_consumer = durable(
-        &report_infra,
-        subjects::A2AP_STREAM,
-        subjects::REPORTS_CONSUMER,
-        subjects::REPORT_FILTER,
         Duration::from_secs(60),
     )
     .await?;
@@ -149,11 +142,6 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
         agent_id: config.agent_id.clone(),
         tool_names: config.tool_names.clone(),
         provider: config.planner.clone(),
-    });
-    let reporter = Arc::new(reports::Reporter {
-        infra: report_infra,
-        reports_dir: config.reports_dir.clone(),
-        agent_id: config.agent_id.clone(),
     });
 
     let service = client
@@ -171,10 +159,6 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
         .messages()
         .await
         .context("pulling missions")?;
-    let mut reported = reports_consumer
-        .messages()
-        .await
-        .context("pulling reports")?;
     info!(agent_id = %config.agent_id, reports_dir = %config.reports_dir.display(), "boss ready");
     swarm_runtime::health::started();
 
@@ -199,17 +183,6 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
                     }
                 }
             },
-            Some(next) = reported.next() => match next {
-                Ok(msg) => {
-                    let reporter = reporter.clone();
-                    inflight.spawn(async move { reporter.handle(msg).await });
-                }
-                Err(e) => {
-                    if let Some(fresh) = pull_again("reports", &e, reports_consumer.messages()).await {
-                        reported = fresh;
-                    }
-                }
-            },
         }
     }
     info!("boss draining");
@@ -225,6 +198,159 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
         warn!("drain deadline passed with work in flight; it will be redelivered");
     }
     client.drain().await.ok();
-    report_client.drain().await.ok();
+    stop_reports.send_replace(true);
+    match tokio::task::spawn_blocking(move || reports.join()).await {
+        Ok(Ok(result)) => result?,
+        _ => warn!("the reports thread panicked"),
+    }
     Ok(())
+}
+
+/// Starts the report loop on a thread of its own, with its own runtime and
+/// connection, at a lower CPU priority (nice raised by [`REPORTS_NICE`] on
+/// Linux; its blocking threads, which render, inherit it).
+///
+/// A report is background work: decoding a 50-task `FinalReport`, rendering
+/// and storing the page took about 5 ms (rendering 1,000 tasks alone takes
+/// 14 ms of CPU), and on the boss's one thread it held up the next mission's
+/// intake by up to as long (BENCHMARKS.md, fourth round). Here intake answers first and
+/// reports take the CPU that is left. `ready` gets the outcome of start-up;
+/// the loop drains and returns once `stop` turns true.
+fn reports_thread(
+    config: BossConfig,
+    stop: watch::Receiver<bool>,
+    ready: oneshot::Sender<anyhow::Result<()>>,
+) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<()>>> {
+    std::thread::Builder::new()
+        .name("reports".into())
+        .spawn(move || {
+            lower_priority();
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("building the reports runtime")?;
+            runtime.block_on(report_loop(config, stop, ready))
+        })
+        .context("starting the reports thread")
+}
+
+/// Lowers the calling thread's CPU priority; threads it starts inherit it.
+fn lower_priority() {
+    // On Linux a nice value belongs to one thread: the one named here.
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{getpriority_process, setpriority_process};
+        let tid = Some(rustix::thread::gettid());
+        let lowered = getpriority_process(tid)
+            .and_then(|now| setpriority_process(tid, (now + REPORTS_NICE).min(19)));
+        if let Err(e) = lowered {
+            warn!(error = %e, "cannot lower the reports thread's priority; reports compete with intake");
+        }
+    }
+}
+
+/// How far the reports thread's nice value is raised above the process's:
+/// below intake, planning and the other roles, and still well clear of
+/// starving (nice 19 is the floor).
+const REPORTS_NICE: i32 = 10;
+
+/// The report loop: renders each `FinalReport` until `stop` turns true.
+async fn report_loop(
+    config: BossConfig,
+    mut stop: watch::Receiver<bool>,
+    ready: oneshot::Sender<anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    let started = async {
+        let client = config
+            .nats
+            .connect(&format!("{}-reports", config.agent_id))
+            .await?;
+        let infra = Infra::ensure(&client, config.replicas).await?;
+        let consumer = durable(
+            &infra,
+            subjects::A2AP_STREAM,
+            subjects::REPORTS_CONSUMER,
+            subjects::REPORT_FILTER,
+            Duration::from_secs(60),
+        )
+        .await?;
+        let reported = consumer.messages().await.context("pulling reports")?;
+        let reporter = Arc::new(reports::Reporter {
+            infra,
+            reports_dir: config.reports_dir.clone(),
+            agent_id: config.agent_id.clone(),
+        });
+        anyhow::Ok((client, consumer, reported, reporter))
+    }
+    .await;
+    let (client, consumer, mut reported, reporter) = match started {
+        Ok(parts) => {
+            let _ = ready.send(Ok(()));
+            parts
+        }
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return Ok(());
+        }
+    };
+    let mut inflight = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|stop| *stop) => break,
+            Some(_) = inflight.join_next(), if !inflight.is_empty() => {}
+            Some(next) = reported.next() => match next {
+                Ok(msg) => {
+                    let reporter = reporter.clone();
+                    inflight.spawn(async move { reporter.handle(msg).await });
+                }
+                Err(e) => {
+                    if let Some(fresh) = pull_again("reports", &e, consumer.messages()).await {
+                        reported = fresh;
+                    }
+                }
+            },
+        }
+    }
+    if tokio::time::timeout(config.drain_timeout, async {
+        while inflight.join_next().await.is_some() {}
+    })
+    .await
+    .is_err()
+    {
+        warn!("drain deadline passed with reports in flight; they will be redelivered");
+    }
+    client.drain().await.ok();
+    Ok(())
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reports_thread_runs_below_the_rest_and_its_threads_inherit_it() {
+        let nice =
+            |tid| rustix::process::getpriority_process(Some(tid)).expect("reads the nice value");
+        let outer = nice(rustix::thread::gettid());
+        let (lowered, inherited) = std::thread::spawn(move || {
+            lower_priority();
+            let lowered = nice(rustix::thread::gettid());
+            let inherited = std::thread::spawn(move || nice(rustix::thread::gettid()))
+                .join()
+                .expect("the child thread runs");
+            (lowered, inherited)
+        })
+        .join()
+        .expect("the thread runs");
+        assert_eq!(lowered, (outer + REPORTS_NICE).min(19));
+        assert_eq!(
+            inherited, lowered,
+            "threads started by the reports thread (rendering) inherit it"
+        );
+        assert_eq!(
+            nice(rustix::thread::gettid()),
+            outer,
+            "the rest of the process keeps its priority"
+        );
+    }
 }
