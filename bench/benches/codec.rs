@@ -115,6 +115,31 @@ fn measure<T: Payload + DeserializeOwned>(name: &str, codec: Codec, body: T) {
     );
 }
 
+/// What making an envelope costs (a fresh message id and the time), against
+/// cloning the same payload alone.
+fn envelope_cost() {
+    let n = 20_000;
+    let body = submission();
+    let base = 1000.0
+        * per_call_us(n, || {
+            black_box(black_box(&body).clone());
+        });
+    let made = 1000.0
+        * per_call_us(n, || {
+            black_box(Envelope::new(
+                "worker-1",
+                "manager",
+                "s",
+                "t17",
+                black_box(&body).clone(),
+            ));
+        });
+    println!();
+    println!("| make an envelope | payload clone alone | multiple |");
+    println!("|---|---|---|");
+    println!("| {made:.0} ns | {base:.0} ns | {:.2}x |", made / base);
+}
+
 fn main() {
     println!(
         "| message | codec | size | decode, payload alone | decode, envelope | encode, payload alone | encode, envelope |"
@@ -124,4 +149,5 @@ fn main() {
         measure("TaskAssignment", codec, assignment());
         measure("ResultSubmission", codec, submission());
     }
+    envelope_cost();
 }
