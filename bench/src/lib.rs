@@ -77,7 +77,7 @@ pub struct Args {
     /// Missions of the sustained load (default 1,000; 20 with --quick).
     #[arg(long)]
     pub missions: Option<usize>,
-    /// Runs of the fan-out and chain missions (default 7; 2 with --quick);
+    /// Runs of the fan-out and chain missions (default 30; 2 with --quick);
     /// the one-task mission runs seven times as often. More runs, less noise.
     #[arg(long)]
     pub runs: Option<usize>,
