@@ -189,14 +189,7 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
     swarm_runtime::health::stopping();
     let _ = endpoint.stop().await;
     let _ = service.stop().await;
-    if tokio::time::timeout(config.drain_timeout, async {
-        while inflight.join_next().await.is_some() {}
-    })
-    .await
-    .is_err()
-    {
-        warn!("drain deadline passed with work in flight; it will be redelivered");
-    }
+    swarm_runtime::shutdown::drain(&mut inflight, config.drain_timeout, "missions").await;
     client.drain().await.ok();
     stop_reports.send_replace(true);
     match tokio::task::spawn_blocking(move || reports.join()).await {
@@ -311,14 +304,7 @@ async fn report_loop(
             },
         }
     }
-    if tokio::time::timeout(config.drain_timeout, async {
-        while inflight.join_next().await.is_some() {}
-    })
-    .await
-    .is_err()
-    {
-        warn!("drain deadline passed with reports in flight; they will be redelivered");
-    }
+    swarm_runtime::shutdown::drain(&mut inflight, config.drain_timeout, "reports").await;
     client.drain().await.ok();
     Ok(())
 }

@@ -255,7 +255,7 @@ impl<T: Payload> Envelope<T> {
         // The header is checked first, so that a message of an unknown
         // version or another type is refused for that reason rather than for
         // a field the payload type happens to miss.
-        let head: Head = codec.decode(bytes)?;
+        let head: Header = codec.decode(bytes)?;
         if !crate::protocol_supported(&head.protocol_version) {
             return Err(ErrorBody::new(
                 ErrorCode::UnsupportedProtocol,
@@ -299,31 +299,28 @@ impl<T: Payload> Envelope<T> {
     }
 }
 
-/// The envelope's own fields, read apart from the payload by
-/// [`Envelope::decode`]; the ones after the type and version are checked
-/// only once those are known to be right.
-#[derive(Deserialize)]
-struct Head {
-    protocol_version: String,
-    message_type: MessageType,
-    message_id: Option<String>,
-    timestamp: Option<DateTime<Utc>>,
-    sender_agent: Option<String>,
-    recipient_agent: Option<String>,
-    correlation_id: Option<String>,
-    swarm_id: Option<String>,
-}
-
-/// The envelope alone, for reading the type and version of any message.
+/// The envelope alone, for reading the type and version of any message
+/// without its payload ([`Envelope::decode`] reads it first). Only the type
+/// and version are required here: a message is judged on them before on
+/// anything it misses.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Header {
     /// See [`Envelope::protocol_version`].
     pub protocol_version: String,
     /// See [`Envelope::message_type`].
     pub message_type: MessageType,
+    /// See [`Envelope::message_id`].
+    pub message_id: Option<String>,
+    /// See [`Envelope::timestamp`].
+    pub timestamp: Option<DateTime<Utc>>,
+    /// See [`Envelope::sender_agent`].
+    pub sender_agent: Option<String>,
+    /// See [`Envelope::recipient_agent`].
+    pub recipient_agent: Option<String>,
+    /// See [`Envelope::correlation_id`].
+    pub correlation_id: Option<String>,
     /// See [`Envelope::swarm_id`].
-    #[serde(default)]
-    pub swarm_id: String,
+    pub swarm_id: Option<String>,
 }
 
 /// A plan handed to the managers, with the mission it serves.

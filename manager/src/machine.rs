@@ -505,6 +505,8 @@ fn assign_dependents(
     assign_if_ready(state, pending, now, commands);
 }
 
+/// Assigns those of `candidates` whose dependencies have all completed,
+/// highest priority first.
 fn assign_if_ready(
     state: &mut SwarmState,
     candidates: Vec<usize>,

@@ -228,13 +228,7 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
     swarm_runtime::health::stopping();
     sweeper.abort();
     drop(actors);
-    let drained = tokio::time::timeout(config.drain_timeout, async {
-        while running.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        warn!("drain deadline passed with swarm events in flight; they will be redelivered");
-    }
+    swarm_runtime::shutdown::drain(&mut running, config.drain_timeout, "swarm events").await;
     client.drain().await.ok();
     Ok(())
 }
@@ -453,20 +447,8 @@ async fn actor(
                 }
             }
         };
-        // The held events are stored if the state that holds them was
-        // written, still held if it is still waiting, and lost (so
-        // redelivered) if that state was dropped or read again.
+        settle(&cache, &mut held).await;
         let dirty = cache.as_ref().filter(|c| c.dirty).map(|c| c.generation);
-        let clean = cache.as_ref().filter(|c| !c.dirty).map(|c| c.generation);
-        if let Some(h) = held.take() {
-            if clean == Some(h.generation) {
-                ack_all(&h.msgs).await;
-            } else if dirty == Some(h.generation) {
-                held = Some(h);
-            } else {
-                nak_all(&h.msgs).await;
-            }
-        }
         for (msg, outcome) in batch.into_iter().zip(outcomes) {
             let ack = match outcome {
                 Ok(()) => match dirty {
@@ -502,11 +484,8 @@ async fn actor(
                 warn!(error = %e, "ack failed; the event may be redelivered (it is idempotent)");
             }
         }
-        if cache.is_none()
-            && let Some(h) = held.take()
-        {
-            nak_all(&h.msgs).await;
-        }
+        // A retry above dropped the cache: what it held comes again.
+        settle(&cache, &mut held).await;
         // A finished swarm whose report is out needs no actor: close the
         // channel, finish what is queued, and let the next event start a new one.
         if cache
@@ -519,43 +498,50 @@ async fn actor(
     swarm_id
 }
 
-/// Makes a deferred state write and settles the events it holds: acked once
-/// stored, redelivered if the write failed or lost its race.
+/// Makes a deferred state write, then settles the events it holds: acked
+/// once stored, redelivered if the write failed or lost its race.
 async fn flush(ctx: &Ctx, cache: &mut Option<Cached>, held: &mut Option<Held>) {
+    let Some(generation) = held.as_ref().map(|h| h.generation) else {
+        return;
+    };
+    if let Some(c) = cache.as_mut()
+        && c.dirty
+        && c.generation == generation
+    {
+        match store(ctx, &mut c.state, c.revision).await {
+            Ok(Some(rev)) => {
+                c.revision = rev;
+                c.dirty = false;
+                track_deadline(ctx, &c.state);
+            }
+            Ok(None) => {
+                debug!("lost a deferred state write's compare-and-swap; its events come again");
+                *cache = None;
+            }
+            Err(e) => {
+                warn!(
+                    error = format!("{e:#}"),
+                    "deferred state write failed; its events come again"
+                );
+                *cache = None;
+            }
+        }
+    }
+    settle(cache, held).await;
+}
+
+/// Settles the events held for a deferred write against the cache as it is
+/// now: acked once a stored state includes them, still held while the state
+/// that holds them waits for its write, and nak'd (applied again from their
+/// redelivery) if that state was dropped or read again.
+async fn settle(cache: &Option<Cached>, held: &mut Option<Held>) {
     let Some(h) = held.take() else {
         return;
     };
-    let stored = match cache.as_mut() {
-        Some(c) if c.dirty && c.generation == h.generation => {
-            match store(ctx, &mut c.state, c.revision).await {
-                Ok(Some(rev)) => {
-                    c.revision = rev;
-                    c.dirty = false;
-                    true
-                }
-                Ok(None) => {
-                    debug!("lost a deferred state write's compare-and-swap; its events come again");
-                    false
-                }
-                Err(e) => {
-                    warn!(
-                        error = format!("{e:#}"),
-                        "deferred state write failed; its events come again"
-                    );
-                    false
-                }
-            }
-        }
-        _ => false,
-    };
-    if stored {
-        if let Some(c) = cache.as_ref() {
-            track_deadline(ctx, &c.state);
-        }
-        ack_all(&h.msgs).await;
-    } else {
-        *cache = None;
-        nak_all(&h.msgs).await;
+    match cache.as_ref().filter(|c| c.generation == h.generation) {
+        Some(c) if c.dirty => *held = Some(h),
+        Some(_) => ack_all(&h.msgs).await,
+        None => nak_all(&h.msgs).await,
     }
 }
 

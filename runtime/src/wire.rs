@@ -53,6 +53,15 @@ fn transient(e: &RuntimeError) -> bool {
     matches!(e, RuntimeError::Nats(_))
 }
 
+/// A message as it goes on the wire: MessagePack, with its headers.
+fn encoded<T: Payload>(
+    envelope: &Envelope<T>,
+    msg_id: Option<&str>,
+) -> Result<(HeaderMap, Bytes), RuntimeError> {
+    let payload = Bytes::from(envelope.encode(Codec::MsgPack)?);
+    Ok((headers(Codec::MsgPack, msg_id), payload))
+}
+
 /// Sends a message to JetStream and returns the future of its ack, without waiting.
 pub async fn send<T: Payload>(
     js: &Context,
@@ -60,8 +69,8 @@ pub async fn send<T: Payload>(
     envelope: &Envelope<T>,
     msg_id: Option<&str>,
 ) -> Result<PublishAckFuture, RuntimeError> {
-    let payload = Bytes::from(envelope.encode(Codec::MsgPack)?);
-    js.publish_with_headers(subject, headers(Codec::MsgPack, msg_id), payload)
+    let (hdrs, payload) = encoded(envelope, msg_id)?;
+    js.publish_with_headers(subject, hdrs, payload)
         .await
         .map_err(|e| RuntimeError::Nats(e.to_string()))
 }
@@ -75,9 +84,9 @@ pub async fn post<T: Payload>(
     subject: String,
     envelope: &Envelope<T>,
 ) -> Result<(), RuntimeError> {
-    let payload = Bytes::from(envelope.encode(Codec::MsgPack)?);
+    let (hdrs, payload) = encoded(envelope, None)?;
     js.client()
-        .publish_with_headers(subject, headers(Codec::MsgPack, None), payload)
+        .publish_with_headers(subject, hdrs, payload)
         .await
         .map_err(|e| RuntimeError::Nats(e.to_string()))
 }
@@ -90,8 +99,7 @@ pub async fn publish<T: Payload>(
     envelope: &Envelope<T>,
     msg_id: Option<&str>,
 ) -> Result<PublishAck, RuntimeError> {
-    let payload = Bytes::from(envelope.encode(Codec::MsgPack)?);
-    let hdrs = headers(Codec::MsgPack, msg_id);
+    let (hdrs, payload) = encoded(envelope, msg_id)?;
     crate::retry::retry(
         || {
             let js = js.clone();

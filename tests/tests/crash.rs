@@ -45,6 +45,42 @@ fn chain(ids: &[String], what: impl Fn(&str) -> String) -> Vec<swarm_common::Tas
         .collect()
 }
 
+/// The assignments of a swarm stored so far, every task and pool.
+async fn assignments(
+    nc: &async_nats::Client,
+    swarm_id: &str,
+) -> Vec<swarm_common::Envelope<swarm_common::TaskAssignment>> {
+    common::messages(nc, &subjects::work("*", swarm_id, "*")).await
+}
+
+/// Waits (up to 30 s, looking every `every`) until at least `n` of a
+/// swarm's assignments are stored, and returns them.
+async fn wait_for_assignments(
+    nc: &async_nats::Client,
+    swarm_id: &str,
+    n: usize,
+    every: Duration,
+) -> Vec<swarm_common::Envelope<swarm_common::TaskAssignment>> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen = assignments(nc, swarm_id).await;
+        if seen.len() >= n {
+            return seen;
+        }
+        assert!(Instant::now() < deadline, "the chain did not get going");
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// SIGKILLs the manager replica whose agent id is `agent_id` (`manager-<n>`).
+fn kill_manager(cluster: &mut Cluster, agent_id: &str) {
+    let index: usize = agent_id
+        .trim_start_matches("manager-")
+        .parse()
+        .expect("a manager's agent id");
+    cluster.local_mut().managers[index - 1].kill();
+}
+
 /// Waits for the first progress update of `task_id` and returns the worker
 /// named in it ("<task> started on <worker>").
 async fn started_on(
@@ -452,31 +488,18 @@ async fn one_manager_is_active_and_a_standby_takes_over_when_it_dies() {
     let ids: Vec<String> = (0..12).map(|i| format!("t{i}")).collect();
     let tasks = chain(&ids, |_| common::sleep(100));
     let swarm_id = common::submit(&nc, &common::mission("pinned", tasks)).await;
-    let assignments = || async {
-        common::messages::<swarm_common::TaskAssignment>(&nc, &subjects::work("*", &swarm_id, "*"))
-            .await
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let before = loop {
-        let seen = assignments().await;
-        if seen.len() >= 3 {
-            break seen;
-        }
-        assert!(Instant::now() < deadline, "the chain did not get going");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let before = wait_for_assignments(&nc, &swarm_id, 3, Duration::from_millis(50)).await;
     // The server delivers every event to one replica: it alone assigns.
     let active = before[0].sender_agent.clone();
     assert!(
         before.iter().all(|a| a.sender_agent == active),
         "{before:#?}"
     );
-    let index: usize = active.trim_start_matches("manager-").parse().unwrap();
     let killed_at = Instant::now();
-    cluster.local_mut().managers[index - 1].kill();
+    kill_manager(&mut cluster, &active);
     let report = common::final_report(&cluster, &nc, &swarm_id, 60).await;
     assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
-    let after = assignments().await;
+    let after = assignments(&nc, &swarm_id).await;
     assert_eq!(
         after.len(),
         ids.len(),
@@ -633,21 +656,10 @@ async fn a_manager_killed_while_its_state_write_waits_loses_nothing() {
     let ids: Vec<String> = (0..40).map(|i| format!("q{i}")).collect();
     let tasks = chain(&ids, common::echo);
     let swarm_id = common::submit(&nc, &common::mission("deferred", tasks)).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let active = loop {
-        let seen = common::messages::<swarm_common::TaskAssignment>(
-            &nc,
-            &subjects::work("*", &swarm_id, "*"),
-        )
-        .await;
-        if seen.len() >= 10 {
-            break seen[0].sender_agent.clone();
-        }
-        assert!(Instant::now() < deadline, "the chain did not get going");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
-    let index: usize = active.trim_start_matches("manager-").parse().unwrap();
-    cluster.local_mut().managers[index - 1].kill();
+    let active = wait_for_assignments(&nc, &swarm_id, 10, Duration::from_millis(5)).await[0]
+        .sender_agent
+        .clone();
+    kill_manager(&mut cluster, &active);
     let report = common::final_report(&cluster, &nc, &swarm_id, 60).await;
     assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
     for id in &ids {

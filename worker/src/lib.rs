@@ -266,14 +266,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
     info!("worker draining");
     swarm_runtime::health::stopping();
     control_watch.abort();
-    if tokio::time::timeout(config.drain_timeout, async {
-        while running.join_next().await.is_some() {}
-    })
-    .await
-    .is_err()
-    {
-        warn!("drain deadline passed with tasks running; they will be redelivered");
-    }
+    swarm_runtime::shutdown::drain(&mut running, config.drain_timeout, "tasks").await;
     client.drain().await.ok();
     Ok(())
 }
@@ -343,7 +336,7 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message) {
     match outcome {
         Ok(()) => {
             if let Err(e) = msg.ack().await {
-                warn!(error = %e, "ack not sent; a redelivery will find the result already stored");
+                warn!(error = %e, "ack not sent; a redelivery replays the task from its journal, and its result lands once");
             }
         }
         Err(e) => {
