@@ -21,11 +21,13 @@ pub fn update_line(update: &Update) -> String {
             }
         ),
         Update::Result(r) => format!(
-            "  [{}] result submitted by {} ({} bytes, {}){}",
+            "  [{}] {:?}: result submitted by {} ({} bytes, {}, {}){}",
             r.task_id,
+            r.status,
             r.worker_id,
             r.result.len(),
             r.provider,
+            duration(Some(r.started_at), Some(r.completed_at)),
             r.error
                 .as_ref()
                 .map(|e| format!(": {}", e.message))

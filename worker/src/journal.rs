@@ -164,11 +164,22 @@ impl Provider for JournaledProvider {
     }
 }
 
-/// A tool with side effects whose results are journaled and replayed.
+tokio::task_local! {
+    /// The journal of the task whose agent loop runs in this scope.
+    static JOURNAL: Arc<Journal>;
+}
+
+/// Runs `f` (a task's agent loop) with `journal` as the journal its
+/// journaled tools record to and replay from.
+pub async fn with_journal<F: std::future::Future>(journal: Arc<Journal>, f: F) -> F::Output {
+    JOURNAL.scope(journal, f).await
+}
+
+/// A tool with side effects whose results are journaled and replayed, in
+/// the journal of the task it is called for ([`with_journal`]).
 struct JournaledTool {
     name: String,
     inner: Arc<dyn Tool>,
-    journal: Arc<Journal>,
 }
 
 #[async_trait]
@@ -186,9 +197,14 @@ impl Tool for JournaledTool {
         ctx: &ToolContext,
         arguments: serde_json::Value,
     ) -> Result<String, ToolError> {
+        // Outside a task's scope there is nothing to journal to: the call
+        // is made as it is (the worker always runs its agent loops in one).
+        let Ok(journal) = JOURNAL.try_with(Arc::clone) else {
+            return self.inner.call_in(ctx, arguments).await;
+        };
         let name = self.name.clone();
         let same = |e: &Entry| matches!(e, Entry::Tool { name: n, arguments: a, .. } if *n == name && *a == arguments);
-        if let Some(Entry::Tool { output, .. }) = self.journal.replay(same).await {
+        if let Some(Entry::Tool { output, .. }) = journal.replay(same).await {
             return output.map_err(ToolError::Failed);
         }
         let output = self.inner.call_in(ctx, arguments.clone()).await;
@@ -200,7 +216,7 @@ impl Tool for JournaledTool {
                 Err(e) => Err(e.to_string()),
             },
         };
-        self.journal
+        journal
             .record(&entry)
             .await
             .map_err(|e| ToolError::Failed(format!("cannot journal the tool's result: {e:#}")))?;
@@ -208,32 +224,20 @@ impl Tool for JournaledTool {
     }
 }
 
-/// The tools of `registry` whose results must be journaled: those that are
-/// not both read-only and idempotent (repeating a read is harmless;
-/// repeating a write is not). Computed once per process: a spec is not free.
-pub fn side_effect_tools(registry: &ToolRegistry) -> Vec<String> {
-    registry
-        .specs()
-        .into_iter()
-        .filter(|spec| !(spec.annotations.read_only && spec.annotations.idempotent))
-        .map(|spec| spec.name)
-        .collect()
-}
-
-/// `registry` with the tools named in `side_effects` journaled; with none
-/// (the default set of tools), the registry as it is.
-pub fn journaled_tools(
-    registry: &ToolRegistry,
-    side_effects: &[String],
-    journal: &Arc<Journal>,
-) -> ToolRegistry {
+/// `registry` with every tool that is not both read-only and idempotent
+/// (repeating a read is harmless; repeating a write is not) wrapped so that
+/// its results are journaled in the calling task's journal. Built once per
+/// worker: a spec is not free, and neither is a registry per task.
+pub fn journaled_tools(registry: &ToolRegistry) -> ToolRegistry {
     let mut journaled = registry.clone();
-    for name in side_effects {
-        if let Some(tool) = registry.get(name) {
+    for spec in registry.specs() {
+        if spec.annotations.read_only && spec.annotations.idempotent {
+            continue;
+        }
+        if let Some(tool) = registry.get(&spec.name) {
             journaled.register(Arc::new(JournaledTool {
-                name: name.clone(),
+                name: spec.name,
                 inner: tool,
-                journal: journal.clone(),
             }));
         }
     }

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -97,10 +98,9 @@ struct Ctx {
     infra: Infra,
     a2ap: jetstream::stream::Stream,
     agent_id: String,
+    /// The worker's tools, those with side effects journaled.
     tools: ToolRegistry,
     provider: Arc<dyn Provider>,
-    /// Tools whose results the step journal keeps (see [`journal::side_effect_tools`]).
-    side_effect_tools: Vec<String>,
     /// The pool's durable consumer, for the redelivery metric.
     consumer: String,
     gate_options: GateOptions,
@@ -201,10 +201,9 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
             ToolRegistry::with_config(root.clone(), &config.tool_args.tools_config(Some(memory)))
                 .with_approver(Arc::new(approver));
         tools.register(typed(tools::Sleep));
-        tools
+        journal::journaled_tools(&tools)
     };
     let ctx = Arc::new(Ctx {
-        side_effect_tools: journal::side_effect_tools(&tools),
         consumer: subjects::worker_consumer(&config.pool),
         infra: infra.clone(),
         a2ap,
@@ -559,7 +558,6 @@ async fn run_rounds(
                 journal.clone(),
             ))
         };
-        let tools = journal::journaled_tools(&ctx.tools, &ctx.side_effect_tools, &journal);
         let options = RunOptions {
             budget: Budget {
                 max_tokens: a.budget.max_tokens,
@@ -577,7 +575,11 @@ async fn run_rounds(
             },
             ..Default::default()
         };
-        let run = run_agent(provider.as_ref(), &tools, &task, &options, Some(events)).await;
+        let run = journal::with_journal(
+            journal.clone(),
+            run_agent(provider.as_ref(), &ctx.tools, &task, &options, Some(events)),
+        )
+        .await;
         let mut outcome = run.outcome;
         outcome
             .metrics
@@ -675,6 +677,10 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
         };
         (outcome, Vec::new())
     };
+    // Whether a watcher has seen this task at work: then it also gets a
+    // last progress update at 100 %. A task that ended before it said
+    // anything (a tool call) has its result as its only word.
+    let announced = AtomicBool::new(false);
     let mut cancel = ctx.cancel_flag(&env.swarm_id);
     let outcome = if *cancel.borrow() {
         None
@@ -706,6 +712,7 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
                     continue;
                 }
                 last_sent = std::time::Instant::now();
+                announced.store(true, Ordering::Relaxed);
                 let (pct, what, metrics) = match event {
                     AgentEvent::Step(step) => {
                         let pct = (step.step * 90 / a.max_steps.max(1)).min(95) as u8;
@@ -750,6 +757,7 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
                 outcome = &mut run => return outcome,
                 () = tokio::time::sleep(PROGRESS_EVERY) => {}
             }
+            announced.store(true, Ordering::Relaxed);
             progress(
                 ctx,
                 env,
@@ -844,19 +852,21 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
     )
     .await
     .context("submitting the result")?;
-    let elapsed_ms = (completed_at - started_at).num_milliseconds() as f64;
-    progress(
-        ctx,
-        env,
-        status,
-        100,
-        format!("{} {:?} ({bytes} bytes)", a.task_id, status),
-        [("elapsed_ms", elapsed_ms), ("result_bytes", bytes as f64)]
-            .into_iter()
-            .chain(usage)
-            .collect(),
-    )
-    .await;
+    if announced.into_inner() {
+        let elapsed_ms = (completed_at - started_at).num_milliseconds() as f64;
+        progress(
+            ctx,
+            env,
+            status,
+            100,
+            format!("{} {:?} ({bytes} bytes)", a.task_id, status),
+            [("elapsed_ms", elapsed_ms), ("result_bytes", bytes as f64)]
+                .into_iter()
+                .chain(usage)
+                .collect(),
+        )
+        .await;
+    }
     info!(swarm_id = %env.swarm_id, task_id = %a.task_id, ?status, bytes, "task finished");
     Ok(())
 }

@@ -146,3 +146,73 @@ async fn a_redelivered_task_resumes_after_its_last_journaled_step() {
     .await;
     assert_eq!(fresh.calls(), 2);
 }
+
+/// A tool with a side effect: counts its calls.
+struct Stamp(Arc<AtomicU32>);
+
+#[async_trait]
+impl swarm_agent::tools::Tool for Stamp {
+    fn spec(&self) -> swarm_agent::tools::ToolSpec {
+        swarm_agent::tools::ToolSpec {
+            name: "stamp".into(),
+            description: "Stamps a document (a side effect).".into(),
+            parameters: serde_json::json!({"type": "object", "properties": {}}),
+            annotations: swarm_agent::tools::ToolAnnotations::default(),
+        }
+    }
+
+    async fn call(
+        &self,
+        _arguments: serde_json::Value,
+    ) -> Result<String, swarm_agent::tools::ToolError> {
+        let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(format!("stamp #{n}"))
+    }
+}
+
+#[tokio::test]
+async fn a_side_effect_tool_runs_once_across_a_redelivery_and_read_only_tools_are_left_alone() {
+    let server = NatsServer::start().unwrap();
+    let client = server.client().await;
+    let infra = Infra::ensure(&client, 1).await.unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let mut plain = ToolRegistry::builtin(".");
+    plain.register(Arc::new(Stamp(calls.clone())));
+    // Wrapped once, as a worker does at start; each task brings its journal.
+    let tools = swarm_worker::journal::journaled_tools(&plain);
+    let open = |attempt: u32, load_earlier: bool| {
+        Journal::open(
+            infra.journal.clone(),
+            "s1",
+            "t9",
+            attempt,
+            0,
+            0,
+            load_earlier,
+        )
+    };
+    let stamp = |journal: Arc<Journal>| {
+        swarm_worker::journal::with_journal(journal, tools.call("stamp", serde_json::json!({})))
+    };
+
+    let first = open(1, false).await.unwrap();
+    assert_eq!(stamp(first.clone()).await.unwrap(), "stamp #1");
+    assert_eq!(first.recorded(), 1);
+    // The echo tool is read-only and idempotent: never journaled.
+    swarm_worker::journal::with_journal(
+        first.clone(),
+        tools.call("echo", serde_json::json!({"text": "hi"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(first.recorded(), 1);
+
+    // The redelivery replays the stamp from the journal: no second stamp.
+    let again = open(1, true).await.unwrap();
+    assert_eq!(stamp(again.clone()).await.unwrap(), "stamp #1");
+    assert_eq!((again.replayed(), calls.load(Ordering::SeqCst)), (1, 1));
+
+    // Another attempt has a journal of its own and stamps again.
+    let other = open(2, true).await.unwrap();
+    assert_eq!(stamp(other).await.unwrap(), "stamp #2");
+}

@@ -212,8 +212,16 @@ impl std::fmt::Debug for ToolsConfig {
 /// The tools a worker offers, by name, and the approver of destructive calls.
 #[derive(Clone)]
 pub struct ToolRegistry {
-    tools: BTreeMap<String, Arc<dyn Tool>>,
+    tools: BTreeMap<String, Registered>,
     approver: Arc<dyn Approver>,
+}
+
+/// A tool and its annotations, read once when it is registered: a call
+/// needs them, and a spec (with its schema) is not free to make.
+#[derive(Clone)]
+struct Registered {
+    tool: Arc<dyn Tool>,
+    annotations: ToolAnnotations,
 }
 
 impl Default for ToolRegistry {
@@ -281,12 +289,19 @@ impl ToolRegistry {
 
     /// Adds a tool, replacing any tool of the same name.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
-        self.tools.insert(tool.spec().name, tool);
+        let spec = tool.spec();
+        self.tools.insert(
+            spec.name,
+            Registered {
+                tool,
+                annotations: spec.annotations,
+            },
+        );
     }
 
     /// The tool with this name.
     pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
-        self.tools.get(name).cloned()
+        self.tools.get(name).map(|r| r.tool.clone())
     }
 
     /// Every tool's name, sorted.
@@ -296,7 +311,7 @@ impl ToolRegistry {
 
     /// Every tool's spec, sorted by name.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.values().map(|t| t.spec()).collect()
+        self.tools.values().map(|r| r.tool.spec()).collect()
     }
 
     /// Calls the tool with this name (with no swarm or task context).
@@ -317,10 +332,10 @@ impl ToolRegistry {
         name: &str,
         arguments: serde_json::Value,
     ) -> Result<String, ToolError> {
-        let Some(tool) = self.tools.get(name) else {
+        let Some(Registered { tool, annotations }) = self.tools.get(name) else {
             return Err(ToolError::UnknownTool(name.to_string()));
         };
-        let annotations = tool.spec().annotations;
+        let annotations = *annotations;
         if annotations.destructive {
             let request = ApprovalRequest {
                 id: uuid::Uuid::new_v4().to_string(),
