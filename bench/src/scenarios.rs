@@ -121,6 +121,21 @@ fn queue_waits(report: &FinalReport) -> impl Iterator<Item = f64> + '_ {
         .filter_map(|t| between(t.assigned_at, t.started_at))
 }
 
+/// The hops of a chain: from one task's assignment to the next's, in ms,
+/// tasks taken in the order they were assigned.
+fn hops(report: &FinalReport) -> Vec<f64> {
+    let mut assigned: Vec<DateTime<Utc>> = report
+        .task_results
+        .iter()
+        .filter_map(|t| t.assigned_at)
+        .collect();
+    assigned.sort();
+    assigned
+        .windows(2)
+        .filter_map(|w| between(Some(w[0]), Some(w[1])))
+        .collect()
+}
+
 fn ensure_completed(report: &FinalReport, what: &str) -> anyhow::Result<()> {
     anyhow::ensure!(
         report.overall_status == SwarmStatus::Completed,
@@ -322,6 +337,7 @@ pub async fn latency(
         let mut accepts = Vec::new();
         let mut starts = Vec::new();
         let mut ends = Vec::new();
+        let mut chain_hops = Vec::new();
         let len = tasks.len();
         for _ in 0..n {
             let req = plans::mission(&c.mission_id("lat"), "general", tasks.clone())?;
@@ -344,6 +360,9 @@ pub async fn latency(
                 .min();
             starts.extend(between(Some(run.submitted), first));
             ends.extend(between(Some(report.completed_at), Some(run.arrived)));
+            if is_chain {
+                chain_hops.extend(hops(report));
+            }
         }
         let s = Summary::of(totals).context("no runs")?;
         t.row(vec![
@@ -369,12 +388,14 @@ pub async fn latency(
             fmt_ms(tl.p50),
             fmt_ms(tl.p99),
             p50(ends),
-            if is_chain {
+            if let Some(h) = Summary::of(chain_hops) {
                 format!(
-                    "{} ({} hop floor, {} ping-pong)",
+                    "{} ({} hop floor, {} ping-pong); assignment to assignment p50 {}, p99 {}",
                     fmt_ms(s.p50 / len as f64),
                     fmt_x(s.p50 / len as f64, floor.hop_ms()),
-                    fmt_x(s.p50 / len as f64, floor.ping_pong.p50)
+                    fmt_x(s.p50 / len as f64, floor.ping_pong.p50),
+                    fmt_ms(h.p50),
+                    fmt_ms(h.p99)
                 )
             } else {
                 "-".into()

@@ -201,7 +201,8 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
 
 /// Starts the report loop on a thread of its own, with its own runtime and
 /// connection, at a lower CPU priority (nice raised by [`REPORTS_NICE`] on
-/// Linux; its blocking threads, which render, inherit it).
+/// Linux). Pages are rendered and written on this thread itself, with no
+/// hand-off to a blocking pool: it serves nothing but reports.
 ///
 /// A report is background work: decoding a 50-task `FinalReport`, rendering
 /// and storing the page took about 5 ms (rendering 1,000 tasks alone takes

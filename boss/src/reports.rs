@@ -72,50 +72,32 @@ impl Reporter {
 
     async fn render(&self, swarm_id: &str, final_report: &FinalReport) -> anyhow::Result<PathBuf> {
         let loaded = records::load(&self.infra.missions, swarm_id).await?;
-        let record = loaded.as_ref().map(|(r, _)| r.clone());
-        // Rendering a large report is CPU work: off the async thread, so
-        // the intake and the planners keep answering meanwhile.
-        let html = {
-            let (id, fr, rec, by) = (
-                swarm_id.to_owned(),
-                final_report.clone(),
-                record.clone(),
-                self.agent_id.clone(),
-            );
-            tokio::task::spawn_blocking(move || {
-                report::render_html(&report::ReportInput {
-                    swarm_id: &id,
-                    mission: &fr.mission,
-                    mission_id: rec.as_ref().and_then(|r| r.request.mission_id.as_deref()),
-                    plan: rec.as_ref().and_then(|r| r.plan.as_ref()),
-                    report: &fr,
-                    rendered_by: &by,
-                })
-            })
-            .await
-            .context("the report renderer panicked")??
-        };
+        let record = loaded.as_ref().map(|(r, _)| r);
+        // Rendered and written here, on the reports thread itself: it has a
+        // runtime of its own at a lower priority (see `reports_thread`), so
+        // CPU and file work hold up nothing but other reports, and a hand-off
+        // to a blocking pool per step would cost more than the step.
+        let html = report::render_html(&report::ReportInput {
+            swarm_id,
+            mission: &final_report.mission,
+            mission_id: record
+                .as_ref()
+                .and_then(|r| r.request.mission_id.as_deref()),
+            plan: record.as_ref().and_then(|r| r.plan.as_ref()),
+            report: final_report,
+            rendered_by: &self.agent_id,
+        })?;
         let name = object_name(swarm_id);
+        let path = write_page(&self.reports_dir, &name, &html)?;
         self.infra
             .reports
             .put(name.as_str(), &mut html.as_bytes())
             .await
             .context("storing the report in the object store")?;
-        tokio::fs::create_dir_all(&self.reports_dir)
-            .await
-            .with_context(|| format!("creating {}", self.reports_dir.display()))?;
-        let path = self.reports_dir.join(&name);
-        let tmp = self.reports_dir.join(format!(".{name}.tmp"));
-        tokio::fs::write(&tmp, html.as_bytes())
-            .await
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        tokio::fs::rename(&tmp, &path)
-            .await
-            .context("placing the report file")?;
-        let path = std::fs::canonicalize(&path).unwrap_or(path);
         let file = path.display().to_string();
         let status = final_report.overall_status;
-        if record.is_some() {
+        let accepted_at = record.map(|r| r.accepted_at);
+        if loaded.is_some() {
             records::update_from(&self.infra.missions, swarm_id, loaded, None, |r| {
                 r.status = MissionStatus::Reported;
                 r.overall_status = Some(status);
@@ -124,10 +106,20 @@ impl Reporter {
             })
             .await?;
         }
-        let seconds = record
-            .as_ref()
-            .map(|r| (chrono::Utc::now() - r.accepted_at).num_milliseconds() as f64 / 1000.0);
+        let seconds =
+            accepted_at.map(|at| (chrono::Utc::now() - at).num_milliseconds() as f64 / 1000.0);
         swarm_runtime::metrics::mission_reported(&format!("{status:?}").to_lowercase(), seconds);
         Ok(path)
     }
+}
+
+/// Writes a report page into `dir` as `name` (through a temporary file, so a
+/// reader never sees half a page) and returns its full path.
+fn write_page(dir: &std::path::Path, name: &str, html: &str) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(name);
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, html.as_bytes()).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).context("placing the report file")?;
+    Ok(std::fs::canonicalize(&path).unwrap_or(path))
 }

@@ -26,7 +26,9 @@
 //!
 //! On the first of those paths the state write may also wait a few
 //! milliseconds (`DEFER_WRITE`, 5 ms) for the swarm's next events, so a chain of
-//! quick tasks writes its state once per few hops: the events stay unacked,
+//! quick tasks writes its state once per few hops (made at the end of the
+//! first batch after 4 ms, while the workers run what it assigned, or when
+//! the 5 ms are up with no event in between): the events stay unacked,
 //! held by the actor, until a stored state includes them, and are nak'd
 //! (applied again from their redelivery) if the state holding them is
 //! dropped. A worker's answer to an assignment whose state write was lost
@@ -382,6 +384,13 @@ const DEFER_WRITE: Duration = Duration::from_millis(5);
 /// Most events held for one deferred write.
 const MAX_HELD: usize = 1024;
 
+/// A deferred write this old is made at the end of the batch that finds it
+/// so, just after the batch's assignments went out, rather than when
+/// [`DEFER_WRITE`] is up: the write then runs while the workers do, not in
+/// the way of the next result (in a chain, the timer would fire at a
+/// random moment of a hop and hold up the result arriving during it).
+const WRITE_AFTER_BATCH: Duration = Duration::from_millis(4);
+
 async fn actor(
     ctx: Arc<Ctx>,
     swarm_id: String,
@@ -486,6 +495,12 @@ async fn actor(
         }
         // A retry above dropped the cache: what it held comes again.
         settle(&cache, &mut held).await;
+        if held
+            .as_ref()
+            .is_some_and(|h| h.since.elapsed() >= WRITE_AFTER_BATCH)
+        {
+            flush(&ctx, &mut cache, &mut held).await;
+        }
         // A finished swarm whose report is out needs no actor: close the
         // channel, finish what is queued, and let the next event start a new one.
         if cache
