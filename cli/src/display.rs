@@ -43,9 +43,18 @@ pub fn update_line(update: &Update) -> String {
     }
 }
 
+/// A span of time for people: milliseconds under a second (a tool call
+/// takes a few), seconds with two decimals above.
 fn duration(from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>>) -> String {
     match (from, to) {
-        (Some(a), Some(b)) => format!("{:.2}s", (b - a).num_milliseconds().max(0) as f64 / 1000.0),
+        (Some(a), Some(b)) => {
+            let us = (b - a).num_microseconds().unwrap_or(i64::MAX).max(0);
+            if us < 1_000_000 {
+                format!("{:.1} ms", us as f64 / 1000.0)
+            } else {
+                format!("{:.2} s", us as f64 / 1_000_000.0)
+            }
+        }
         _ => "-".into(),
     }
 }
@@ -176,4 +185,18 @@ pub fn report_summary(report: &FinalReport) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_spans_read_in_milliseconds_and_long_ones_in_seconds() {
+        let at = |us: i64| Some(DateTime::<Utc>::UNIX_EPOCH + chrono::TimeDelta::microseconds(us));
+        assert_eq!(duration(at(0), at(2_345)), "2.3 ms");
+        assert_eq!(duration(at(0), at(1_250_000)), "1.25 s");
+        assert_eq!(duration(at(5), at(0)), "0.0 ms");
+        assert_eq!(duration(None, at(0)), "-");
+    }
 }
