@@ -157,7 +157,7 @@ pub fn deploy(
 }
 
 /// Applies one event.
-pub fn apply(state: &mut SwarmState, seq: u64, event: Event, now: DateTime<Utc>) -> Applied {
+pub fn apply(state: &mut SwarmState, seq: u64, event: &Event, now: DateTime<Utc>) -> Applied {
     if state.status.is_terminal() {
         // Late results and repeated cancels change nothing; the report may
         // still be owed if it was not yet published.
@@ -167,7 +167,7 @@ pub fn apply(state: &mut SwarmState, seq: u64, event: Event, now: DateTime<Utc>)
             ahead: false,
         };
     }
-    if is_ahead(state, &event) {
+    if is_ahead(state, event) {
         return Applied {
             ahead: true,
             ..Applied::default()
@@ -179,12 +179,12 @@ pub fn apply(state: &mut SwarmState, seq: u64, event: Event, now: DateTime<Utc>)
             seq: rseq,
             submission,
             review,
-        } => on_result(state, rseq, *submission, review, now, &mut commands),
+        } => on_result(state, *rseq, submission, review, now, &mut commands),
         Event::TaskError {
             task_id,
             attempt,
             error,
-        } => on_task_error(state, &task_id, attempt, error, now, &mut commands),
+        } => on_task_error(state, task_id, *attempt, error, now, &mut commands),
         Event::Cancel { reason } => {
             end_early(
                 state,
@@ -192,7 +192,7 @@ pub fn apply(state: &mut SwarmState, seq: u64, event: Event, now: DateTime<Utc>)
                 format!("cancelled: {reason}"),
                 now,
             );
-            state.cancel_reason = Some(reason);
+            state.cancel_reason = Some(reason.clone());
             commands.push(Command::Finalize);
             true
         }
@@ -325,8 +325,8 @@ pub fn review(
 fn on_result(
     state: &mut SwarmState,
     seq: u64,
-    sub: ResultSubmission,
-    review: Vec<GateVerdict>,
+    sub: &ResultSubmission,
+    review: &[GateVerdict],
     now: DateTime<Utc>,
     commands: &mut Vec<Command>,
 ) -> bool {
@@ -355,13 +355,13 @@ fn on_result(
         task.redeliveries += (*d as u32).saturating_sub(1);
     }
     if sub.status != TaskStatus::Completed {
-        let error = sub.error.unwrap_or_else(|| {
+        let error = sub.error.clone().unwrap_or_else(|| {
             ErrorBody::new(
                 ErrorCode::Internal,
                 "the worker reported a failure without a reason",
             )
         });
-        return fail_or_retry(state, i, error, max_attempts, now, commands);
+        return fail_or_retry(state, i, &error, max_attempts, now, commands);
     }
     // The worker's own gate checks come first: they are the audit trail of
     // how the model corrected itself before submitting.
@@ -370,8 +370,8 @@ fn on_result(
             v.gate = format!("worker:{}", v.gate);
             v
         }));
-    let mut verdicts = self::review(&sub, task, max_result);
-    verdicts.extend(review.into_iter().map(|mut v| {
+    let mut verdicts = self::review(sub, task, max_result);
+    verdicts.extend(review.iter().cloned().map(|mut v| {
         v.revision = sub.revision;
         v
     }));
@@ -387,7 +387,7 @@ fn on_result(
         task.result_seq = Some(seq);
         task.result_bytes = sub.result.len();
         task.result_preview = preview(&sub.result);
-        task.provider = sub.provider;
+        task.provider.clone_from(&sub.provider);
         assign_dependents(state, i, now, commands);
     } else if task.revision < max_revisions {
         task.revision += 1;
@@ -412,7 +412,7 @@ fn on_task_error(
     state: &mut SwarmState,
     task_id: &str,
     attempt: Option<u32>,
-    error: ErrorBody,
+    error: &ErrorBody,
     now: DateTime<Utc>,
     commands: &mut Vec<Command>,
 ) -> bool {
@@ -430,7 +430,7 @@ fn on_task_error(
 fn fail_or_retry(
     state: &mut SwarmState,
     i: usize,
-    error: ErrorBody,
+    error: &ErrorBody,
     max_attempts: u32,
     now: DateTime<Utc>,
     commands: &mut Vec<Command>,

@@ -980,7 +980,7 @@ async fn apply_batch(
                     outcomes.push(Ok(()));
                 }
                 (Some(s), Incoming::Event(event)) => {
-                    let applied = machine::apply(s, item.seq, event.clone(), now);
+                    let applied = machine::apply(s, item.seq, event, now);
                     if applied.ahead {
                         // A cached state may only be behind our own pin's
                         // writes; a stored one waits for the events before it,

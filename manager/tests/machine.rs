@@ -86,7 +86,7 @@ fn submit(state: &mut SwarmState, seq: u64, r: ResultSubmission) -> machine::App
     machine::apply(
         state,
         seq,
-        Event::Result {
+        &Event::Result {
             seq,
             submission: Box::new(r),
             review: vec![],
@@ -193,7 +193,7 @@ fn a_result_ahead_of_the_state_waits_and_is_not_dropped() {
         attempt: Some(2),
         error: ErrorBody::new(ErrorCode::Internal, "boom"),
     };
-    assert!(machine::apply(&mut s, 3, error, now()).ahead);
+    assert!(machine::apply(&mut s, 3, &error, now()).ahead);
     let out = submit(&mut s, 4, result("c", 1, 0, "too long"));
     assert!(!out.ahead && out.changed, "revision 1 is asked for");
     let stale = submit(&mut s, 5, result("c", 1, 0, "ok"));
@@ -270,7 +270,7 @@ fn worker_failures_retry_when_retriable_and_fail_otherwise() {
     let out = machine::apply(
         &mut s,
         3,
-        Event::TaskError {
+        &Event::TaskError {
             task_id: "b".into(),
             attempt: None,
             error: ErrorBody::new(ErrorCode::DecodeFailed, "bad assignment"),
@@ -302,7 +302,7 @@ fn cancel_ends_the_swarm_once() {
     let out = machine::apply(
         &mut s,
         2,
-        Event::Cancel {
+        &Event::Cancel {
             reason: "enough".into(),
         },
         now(),
@@ -381,7 +381,7 @@ fn a_model_reviewer_rejection_becomes_a_revision_with_its_feedback() {
     let out = machine::apply(
         &mut s,
         2,
-        Event::Result {
+        &Event::Result {
             seq: 2,
             submission: Box::new(result("a", 1, 0, "12 words")),
             review: vec![verdict],
