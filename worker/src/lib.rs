@@ -748,8 +748,8 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
         };
         let run = async { tokio::join!(run, forward).0 };
         // A task still running after PROGRESS_EVERY says it started; one
-        // done by then (a tool call) goes straight to its final update, so
-        // a fast task stores one progress update, not two.
+        // done by then (a tool call) goes straight to its result, so a fast
+        // task stores no progress update at all.
         let both = async {
             tokio::pin!(run);
             tokio::select! {
