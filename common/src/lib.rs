@@ -45,14 +45,6 @@ pub mod headers {
     pub const PROTOCOL_VERSION: &str = "A2ap-Version";
     /// JetStream's deduplication id.
     pub const MSG_ID: &str = "Nats-Msg-Id";
-    /// JetStream stores the message only if the last message on the subject
-    /// named by [`EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT`] (else its own) has
-    /// this sequence, 0 meaning none.
-    pub const EXPECTED_LAST_SUBJECT_SEQUENCE: &str = "Nats-Expected-Last-Subject-Sequence";
-    /// The subject [`EXPECTED_LAST_SUBJECT_SEQUENCE`] is checked on
-    /// (nats-server >= 2.11).
-    pub const EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT: &str =
-        "Nats-Expected-Last-Subject-Sequence-Subject";
     /// W3C trace context, so one mission is one trace across processes.
     pub const TRACEPARENT: &str = "traceparent";
     /// NATS service framework error description.

@@ -135,12 +135,6 @@ pub struct SwarmState {
     /// Whether the final report has been published (it is published once).
     #[serde(default)]
     pub report_published: bool,
-    /// Stream sequence of the last control message (cancel, expiry) applied
-    /// to this state, whether or not it changed anything; 0 if none. A
-    /// report published ahead of its state write is fenced on it (see the
-    /// manager's service).
-    #[serde(default)]
-    pub last_control_seq: u64,
     /// Lookups over `tasks`, built on first use; never stored.
     #[serde(skip)]
     pub index: TaskIndex,

@@ -304,7 +304,6 @@ fn swarm_state() -> SwarmState {
         metrics: metrics(&[("attempts", 2.0), ("gate_failures", 1.0)]),
         last_manager: "manager-2".into(),
         report_published: true,
-        last_control_seq: 7,
         index: Default::default(),
     }
 }
@@ -490,7 +489,6 @@ fn swarm_state_and_mission_types_round_trip() {
     assert_eq!(json["last_event_seq"], 99);
     assert_eq!(json["cancel_reason"], "none yet");
     assert_eq!(json["report_published"], true);
-    assert_eq!(json["last_control_seq"], 7);
 
     let json = plain_round_trip(&mission_request());
     assert_eq!(json["mission"], "count the words in notes.txt");

@@ -105,7 +105,6 @@ pub fn deploy(
         metrics: Default::default(),
         last_manager: String::new(),
         report_published: false,
-        last_control_seq: 0,
         index: Default::default(),
     };
     let checked = validate_plan(&d.plan, &d.limits).and_then(|()| {
@@ -173,9 +172,6 @@ pub fn apply(state: &mut SwarmState, seq: u64, event: &Event, now: DateTime<Utc>
             ahead: true,
             ..Applied::default()
         };
-    }
-    if matches!(event, Event::Cancel { .. } | Event::Expire) {
-        state.last_control_seq = state.last_control_seq.max(seq);
     }
     let mut commands = Vec::new();
     let changed = match event {

@@ -20,14 +20,9 @@
 //! wrote itself since it last got the pin; a new swarm's deployment) the new
 //! assignments are published while the state is written, not after: both
 //! are durable before any event is acked, and an assignment is deduplicated
-//! by its id if a lost race makes another replica decide it again. Errors
-//! and control messages wait for their state write, since what they decide
-//! (a retry, a verdict) must come from the stored state; so does the final
-//! report, except on the first hot path where every replica would decide
-//! the same report from the same events (no model reviewer, no command
-//! gate): there it is published first, fenced on the swarm's control
-//! subject (it lands only if no cancel or expiry came since the state last
-//! saw one), and the state follows, marked reported, in one write.
+//! by its id if a lost race makes another replica decide it again. Errors,
+//! control messages and the final report wait for their state write, since
+//! what they decide (a retry, a verdict) must come from the stored state.
 //!
 //! On the first of those paths the state write may also wait a few
 //! milliseconds (`DEFER_WRITE`, 5 ms) for the swarm's next events, so a chain of
@@ -1023,7 +1018,7 @@ async fn apply_batch(
             // (A state with unstored events is ahead of any read.)
             continue 'attempt;
         }
-        let (mut assigns, mut finalize) = split(commands);
+        let (mut assigns, finalize) = split(commands);
         let mut sent = false;
         let keep = |state: SwarmState, revision: u64, dirty: bool| match generation {
             Some(generation) => Cached {
@@ -1046,38 +1041,6 @@ async fn apply_batch(
                 }
                 sent = true;
                 *cache = Some(keep(next, revision, true));
-            }
-            Some(mut next)
-                if changed
-                    && finalize
-                    && only_results
-                    && !fresh
-                    && may_report_ahead(ctx, &next) =>
-            {
-                // The hot path's end: the report goes out first (fenced), and
-                // the state with it marked reported in one write after it.
-                if let Err(e) =
-                    send_assignments(ctx, swarm_id, results, std::mem::take(&mut assigns)).await
-                {
-                    return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}")));
-                }
-                sent = true;
-                match report_ahead(ctx, &mut next, revision, results).await {
-                    Ok(Ahead::Stored(rev)) => {
-                        *cache = Some(keep(next, rev, false));
-                        finalize = false;
-                    }
-                    Ok(Ahead::Refused) => match store(ctx, &mut next, revision).await {
-                        Ok(Some(rev)) => *cache = Some(keep(next, rev, false)),
-                        Ok(None) => continue 'attempt,
-                        Err(e) => return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}"))),
-                    },
-                    Ok(Ahead::LostRace) => {
-                        debug!("lost the compare-and-swap after an early report; reloading");
-                        continue 'attempt;
-                    }
-                    Err(e) => return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}"))),
-                }
             }
             Some(mut next) if changed => {
                 let stored = if (only_results && !fresh) || new_swarm {
@@ -1264,13 +1227,15 @@ async fn await_acks(acks: Vec<PublishAckFuture>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The final report of `state`, ready to publish: built from the results at
-/// hand plus reads of the rest, summarised by the model if there is one.
-async fn report_envelope(
+async fn publish_report(
     ctx: &Ctx,
-    state: &SwarmState,
+    cache: &mut Option<Cached>,
     results: &Results,
-) -> anyhow::Result<Envelope<FinalReport>> {
+) -> anyhow::Result<()> {
+    let Some(c) = cache.as_ref() else {
+        return Ok(());
+    };
+    let state = &c.state;
     let done: Vec<(&str, u64)> = state
         .tasks
         .iter()
@@ -1316,100 +1281,19 @@ async fn report_envelope(
             }
         }
     }
-    Ok(Envelope::new(
+    let swarm_id = state.swarm_id.clone();
+    let env = Envelope::new(
         ctx.agent_id.as_str(),
         "boss",
-        state.swarm_id.as_str(),
-        state.swarm_id.as_str(),
+        swarm_id.as_str(),
+        swarm_id.as_str(),
         report,
-    ))
-}
-
-/// The deduplication id of a swarm's final report.
-fn report_msg_id(swarm_id: &str) -> String {
-    format!("{swarm_id}.report")
-}
-
-/// Whether the final report of `state`, decided on the hot path, may be
-/// published ahead of its state write. Only if every replica deciding from
-/// the same events would decide the same: no model reviewer, no command
-/// gate (both may judge one result differently twice). What a replica
-/// cannot know, a cancel or expiry stored since it last looked, the
-/// publish itself is fenced on ([`report_ahead`]).
-fn may_report_ahead(ctx: &Ctx, state: &SwarmState) -> bool {
-    ctx.reviewer.is_none()
-        && !state.report_published
-        && !state.tasks.iter().any(|t| {
-            t.definition
-                .gates
-                .iter()
-                .any(|g| matches!(g, swarm_common::gates::GateSpec::Command { .. }))
-        })
-}
-
-/// How publishing a report ahead of its state write went.
-enum Ahead {
-    /// Published, and the state stored with `report_published` at this revision.
-    Stored(u64),
-    /// A control message was stored since the state last saw one: nothing
-    /// published; the state is to be stored first, as on the slow path.
-    Refused,
-    /// Published, but another writer moved the state: read it again.
-    LostRace,
-}
-
-/// Publishes the final report of a state that is not stored yet, then
-/// stores the state, marked as reported, in one write (the slow path writes
-/// twice: the state, then the mark). The publish is fenced on the swarm's
-/// control subject: it lands only if no cancel or expiry was stored after
-/// the last one this state applied, so a replica that lost the swarm to
-/// another cannot report `Completed` for a swarm the other just cancelled.
-/// A replica that dies between the two leaves events unacked; whoever
-/// applies them again decides the same report, deduplicated by its id.
-async fn report_ahead(
-    ctx: &Ctx,
-    state: &mut SwarmState,
-    revision: u64,
-    results: &Results,
-) -> anyhow::Result<Ahead> {
-    let env = report_envelope(ctx, state, results).await?;
-    let swarm_id = state.swarm_id.clone();
-    let published = wire::publish_fenced(
-        &ctx.infra.js,
-        subjects::report(&swarm_id),
-        &env,
-        &report_msg_id(&swarm_id),
-        &subjects::control(&swarm_id),
-        state.last_control_seq,
-    )
-    .await?;
-    if published.is_none() {
-        debug!("a control message came since the state last saw one; the state goes first");
-        return Ok(Ahead::Refused);
-    }
-    info!(overall_status = ?env.body.overall_status, "final report published");
-    state.report_published = true;
-    Ok(match store(ctx, state, revision).await? {
-        Some(rev) => Ahead::Stored(rev),
-        None => Ahead::LostRace,
-    })
-}
-
-async fn publish_report(
-    ctx: &Ctx,
-    cache: &mut Option<Cached>,
-    results: &Results,
-) -> anyhow::Result<()> {
-    let Some(c) = cache.as_ref() else {
-        return Ok(());
-    };
-    let env = report_envelope(ctx, &c.state, results).await?;
-    let swarm_id = c.state.swarm_id.clone();
+    );
     wire::publish(
         &ctx.infra.js,
         subjects::report(&swarm_id),
         &env,
-        Some(&report_msg_id(&swarm_id)),
+        Some(&format!("{swarm_id}.report")),
     )
     .await?;
     info!(overall_status = ?env.body.overall_status, "final report published");

@@ -319,20 +319,6 @@ fn cancel_ends_the_swarm_once() {
 }
 
 #[test]
-fn the_state_remembers_the_last_control_message_it_saw_even_one_that_changed_nothing() {
-    let (mut s, _) = machine::deploy("s1", &deployment(vec![task("a", &[])]), 1, now());
-    assert_eq!(s.last_control_seq, 0);
-    // An expiry before the deadline changes nothing, but was seen.
-    let early = machine::apply(&mut s, 4, &Event::Expire, now());
-    assert!(!early.changed);
-    assert_eq!(s.last_control_seq, 4);
-    // A result is no control message.
-    submit(&mut s, 5, result("a", 1, 0, "A"));
-    assert_eq!(s.last_control_seq, 4);
-    assert_eq!(s.status, SwarmStatus::Completed);
-}
-
-#[test]
 fn an_invalid_plan_ends_failed_with_a_report() {
     let (s, cmds) = machine::deploy(
         "s1",

@@ -119,37 +119,6 @@ pub async fn publish<T: Payload>(
     .await
 }
 
-/// Publishes a message to JetStream, deduplicated by `msg_id`, only if the
-/// last message stored on `fence_subject` has sequence `fence_seq` (0: no
-/// message there yet), and waits until it is stored. `Ok(None)`: refused,
-/// because something was stored on `fence_subject` since. Not retried: a
-/// caller falls back to its unfenced path on any failure.
-pub async fn publish_fenced<T: Payload>(
-    js: &Context,
-    subject: String,
-    envelope: &Envelope<T>,
-    msg_id: &str,
-    fence_subject: &str,
-    fence_seq: u64,
-) -> Result<Option<PublishAck>, RuntimeError> {
-    use async_nats::jetstream::context::PublishErrorKind;
-    let (mut hdrs, payload) = encoded(envelope, Some(msg_id))?;
-    hdrs.insert(
-        h::EXPECTED_LAST_SUBJECT_SEQUENCE,
-        fence_seq.to_string().as_str(),
-    );
-    hdrs.insert(h::EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT, fence_subject);
-    let ack = js
-        .publish_with_headers(subject, hdrs, payload)
-        .await
-        .map_err(|e| RuntimeError::Nats(e.to_string()))?;
-    match ack.await {
-        Ok(ack) => Ok(Some(ack)),
-        Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => Ok(None),
-        Err(e) => Err(RuntimeError::Nats(e.to_string())),
-    }
-}
-
 /// Records an input that can never be processed on `swarm.deadletter.<source>`.
 pub async fn dead_letter(
     js: &Context,
