@@ -1,9 +1,6 @@
 //! The `boss` binary: flags, logs, then [`swarm_boss::run`] until SIGTERM or Ctrl-C.
 
-/// Small, short-lived allocations on every message: mimalloc serves them
-/// from per-thread pages faster than the system allocator.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+swarm_runtime::role_allocator!();
 
 use std::path::PathBuf;
 

@@ -80,10 +80,8 @@ impl Reporter {
         let html = report::render_html(&report::ReportInput {
             swarm_id,
             mission: &final_report.mission,
-            mission_id: record
-                .as_ref()
-                .and_then(|r| r.request.mission_id.as_deref()),
-            plan: record.as_ref().and_then(|r| r.plan.as_ref()),
+            mission_id: record.and_then(|r| r.request.mission_id.as_deref()),
+            plan: record.and_then(|r| r.plan.as_ref()),
             report: final_report,
             rendered_by: &self.agent_id,
         })?;

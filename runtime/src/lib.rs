@@ -19,6 +19,21 @@ pub mod wire;
 pub use config::{CommonArgs, NatsArgs};
 pub use infra::Infra;
 
+#[doc(hidden)]
+pub use mimalloc as __mimalloc;
+
+/// Makes mimalloc the allocator of the binary whose `main.rs` invokes it
+/// (every role does): a role makes many small, short-lived allocations per
+/// message, and mimalloc serves them from per-thread pages faster than the
+/// system allocator (BENCHMARKS.md, fifth round).
+#[macro_export]
+macro_rules! role_allocator {
+    () => {
+        #[global_allocator]
+        static GLOBAL: $crate::__mimalloc::MiMalloc = $crate::__mimalloc::MiMalloc;
+    };
+}
+
 /// Errors of the shared NATS plumbing.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {

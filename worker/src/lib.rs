@@ -829,10 +829,18 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
         gate_verdicts,
     };
     let bytes = submission.result.len();
-    let usage: Vec<(&str, f64)> = ["input_tokens", "output_tokens", "cost_usd"]
-        .into_iter()
-        .filter_map(|k| submission.metrics.get(k).map(|v| (k, *v)))
-        .collect();
+    // The last progress update's figures, for a task that sent any before.
+    let last_update: Option<Vec<(&str, f64)>> = announced.into_inner().then(|| {
+        let elapsed_ms = (completed_at - started_at).num_milliseconds() as f64;
+        [("elapsed_ms", elapsed_ms), ("result_bytes", bytes as f64)]
+            .into_iter()
+            .chain(
+                ["input_tokens", "output_tokens", "cost_usd"]
+                    .into_iter()
+                    .filter_map(|k| submission.metrics.get(k).map(|v| (k, *v))),
+            )
+            .collect()
+    });
     let result_env = Envelope::new(
         ctx.agent_id.as_str(),
         env.sender_agent.as_str(),
@@ -852,18 +860,14 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
     )
     .await
     .context("submitting the result")?;
-    if announced.into_inner() {
-        let elapsed_ms = (completed_at - started_at).num_milliseconds() as f64;
+    if let Some(metrics) = last_update {
         progress(
             ctx,
             env,
             status,
             100,
             format!("{} {:?} ({bytes} bytes)", a.task_id, status),
-            [("elapsed_ms", elapsed_ms), ("result_bytes", bytes as f64)]
-                .into_iter()
-                .chain(usage)
-                .collect(),
+            metrics,
         )
         .await;
     }
