@@ -45,6 +45,11 @@ pub mod headers {
     pub const PROTOCOL_VERSION: &str = "A2ap-Version";
     /// JetStream's deduplication id.
     pub const MSG_ID: &str = "Nats-Msg-Id";
+    /// On a `ResultSubmission`: the ack subject of the assignment it answers.
+    /// A worker stores its result without waiting for the server's answer and
+    /// leaves the assignment unacked; the manager, which receives the result
+    /// only once it is stored, acks the assignment for it.
+    pub const ASSIGNMENT_ACK: &str = "Swarm-Assignment-Ack";
     /// W3C trace context, so one mission is one trace across processes.
     pub const TRACEPARENT: &str = "traceparent";
     /// NATS service framework error description.

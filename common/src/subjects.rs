@@ -214,10 +214,99 @@ pub fn is_token(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
+/// The parts of a JetStream ack subject that name a worker pool's
+/// assignment in the A2AP stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AssignmentAck<'a> {
+    /// The pool's durable consumer (`worker-<pool>`).
+    pub consumer: &'a str,
+    /// Where the assignment is stored in the stream.
+    pub stream_seq: u64,
+}
+
+/// Reads `subject` as the ack subject of an assignment: a JetStream ack
+/// subject (`$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer
+/// seq>.<time>.<pending>`, or the longer form with a domain and an account
+/// hash in front and a token after) of a worker pool's consumer on the A2AP
+/// stream, with no wildcard or empty token. Anything else is `None`, so a
+/// result cannot make the manager publish to a subject of its choosing.
+pub fn assignment_ack(subject: &str) -> Option<AssignmentAck<'_>> {
+    let rest = subject.strip_prefix("$JS.ACK.")?;
+    let tokens: Vec<&str> = rest.split('.').collect();
+    let clean = |t: &&str| {
+        !t.is_empty()
+            && t.bytes()
+                .all(|b| b.is_ascii_graphic() && b != b'*' && b != b'>')
+    };
+    if tokens.len() > 12 || !tokens.iter().all(clean) {
+        return None;
+    }
+    // The short form has seven tokens; the long one puts the domain and
+    // the account hash first and may end with more.
+    let known = match tokens.len() {
+        7 => &tokens[..],
+        n if n >= 9 => &tokens[2..9],
+        _ => return None,
+    };
+    // Digits only: `parse` alone would take a leading `+`.
+    let number = |t: &str| {
+        if t.bytes().all(|b| b.is_ascii_digit()) {
+            t.parse::<u64>().ok()
+        } else {
+            None
+        }
+    };
+    let (stream, consumer) = (known[0], known[1]);
+    let pool = consumer.strip_prefix("worker-")?;
+    if stream != A2AP_STREAM || !is_token(pool) || !known[2..].iter().all(|t| number(t).is_some()) {
+        return None;
+    }
+    Some(AssignmentAck {
+        consumer,
+        stream_seq: number(known[3])?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn assignment_acks_are_read_in_both_forms_and_nothing_else_passes() {
+        let short = "$JS.ACK.A2AP.worker-general.1.812.77.1764583200000000000.0";
+        assert_eq!(
+            assignment_ack(short),
+            Some(AssignmentAck {
+                consumer: "worker-general",
+                stream_seq: 812
+            })
+        );
+        let long = "$JS.ACK._.ACCHASH1.A2AP.worker-code.2.9.4.1764583200000000000.3.r4nd0m";
+        assert_eq!(
+            assignment_ack(long),
+            Some(AssignmentAck {
+                consumer: "worker-code",
+                stream_seq: 9
+            })
+        );
+        for bad in [
+            "",
+            "$JS.ACK.A2AP.manager.1.812.77.1764583200000000000.0",
+            "$JS.ACK.MISSIONS.worker-general.1.812.77.1764583200000000000.0",
+            "$JS.ACK.A2AP.worker-general.1.*.77.1764583200000000000.0",
+            "$JS.ACK.A2AP.worker-general.>",
+            "$JS.ACK.A2AP.worker-general.1.812.77.17645832000.0.extra",
+            "$JS.ACK.A2AP.worker-general.1.8x2.77.1764583200000000000.0",
+            "$JS.ACK.A2AP.worker-.1.812.77.1764583200000000000.0",
+            "$JS.API.STREAM.DELETE.A2AP",
+            "a2ap.s.result.t",
+            "$JS.ACK.A2AP.worker-general.1..77.1764583200000000000.0",
+            "$JS.ACK.A2AP.worker-general.1.812.77.1764583200000000000.0 x",
+        ] {
+            assert_eq!(assignment_ack(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn builders_parse_back() {
@@ -256,6 +345,7 @@ mod tests {
         #[test]
         fn parse_never_panics(s in "\\PC{0,60}") {
             let _ = Subject::parse(&s);
+            let _ = assignment_ack(&s);
         }
     }
 }

@@ -33,6 +33,11 @@
 //! (applied again from their redelivery) if the state holding them is
 //! dropped. A worker's answer to an assignment whose state write was lost
 //! with its replica is "ahead" of the stored state and waits for it.
+//!
+//! Workers hand their results over without waiting for the server's answer
+//! and leave their assignments unacked; a result reaches the manager only
+//! once it is stored, so the manager acks the assignment it names
+//! (`wire::assignment_ack`) as soon as its batch is handled.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -457,6 +462,16 @@ async fn actor(
             }
         };
         settle(&cache, &mut held).await;
+        // A result reached us because it is stored: the assignment it
+        // answers, which its worker left unacked, is done (whatever the
+        // result's own fate). A result that cannot be read acks nothing.
+        for (msg, outcome) in batch.iter().zip(&outcomes) {
+            if !matches!(outcome, Err(Failure::Reject(_)))
+                && let Some(ack) = wire::assignment_ack(msg.headers.as_ref())
+            {
+                wire::ack_assignment(&ctx.infra.js.client(), ack).await;
+            }
+        }
         let dirty = cache.as_ref().filter(|c| c.dirty).map(|c| c.generation);
         for (msg, outcome) in batch.into_iter().zip(outcomes) {
             let ack = match outcome {

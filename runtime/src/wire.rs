@@ -91,6 +91,44 @@ pub async fn post<T: Payload>(
         .map_err(|e| RuntimeError::Nats(e.to_string()))
 }
 
+/// Hands a worker's `ResultSubmission` to its stream without asking for the
+/// server's ack, naming the assignment it answers ([`h::ASSIGNMENT_ACK`]):
+/// the manager receives the result only once it is stored, and acks the
+/// assignment then ([`ack_assignment`]). One message per task from the
+/// worker instead of a publish, the server's answer and an ack. Should the
+/// result not be stored, nobody acks the assignment, which comes back to a
+/// worker after its `ack_wait`, as if its worker had died.
+pub async fn hand_over<T: Payload>(
+    js: &Context,
+    subject: String,
+    envelope: &Envelope<T>,
+    msg_id: &str,
+    assignment_ack: &str,
+) -> Result<(), RuntimeError> {
+    let (mut hdrs, payload) = encoded(envelope, Some(msg_id))?;
+    hdrs.insert(h::ASSIGNMENT_ACK, assignment_ack);
+    js.client()
+        .publish_with_headers(subject, hdrs, payload)
+        .await
+        .map_err(|e| RuntimeError::Nats(e.to_string()))
+}
+
+/// The assignment a stored result answers, if its header names one that
+/// [`subjects::assignment_ack`] accepts.
+pub fn assignment_ack(headers: Option<&HeaderMap>) -> Option<&str> {
+    header(headers, h::ASSIGNMENT_ACK).filter(|s| subjects::assignment_ack(s).is_some())
+}
+
+/// Acks, for its worker, the assignment a stored result answers.
+pub async fn ack_assignment(client: &async_nats::Client, ack_subject: &str) {
+    if let Err(e) = client
+        .publish(ack_subject.to_owned(), Bytes::from_static(b"+ACK"))
+        .await
+    {
+        tracing::warn!(error = %e, "could not ack an answered assignment; it comes back to a worker, which finds its result stored");
+    }
+}
+
 /// Publishes a message to JetStream and waits until it is stored; retries
 /// transient faults (safe: the deduplication id makes a retry land once).
 pub async fn publish<T: Payload>(
@@ -165,6 +203,26 @@ pub async fn reject(
                 .ack_with(AckKind::Nak(Some(std::time::Duration::from_secs(1))))
                 .await;
         }
+    }
+}
+
+/// The latest `ResultSubmission` stored on `subject` (one task's results)
+/// and where it is, or `None` if the task has none (or only an unreadable one).
+pub async fn last_result(
+    stream: &async_nats::jetstream::stream::Stream,
+    subject: &str,
+) -> Result<Option<(u64, swarm_common::ResultSubmission)>, RuntimeError> {
+    use async_nats::jetstream::stream::DirectGetErrorKind;
+    match stream.direct_get_last_for_subject(subject).await {
+        Ok(raw) => Ok(
+            decode::<swarm_common::ResultSubmission>(Some(&raw.headers), &raw.payload)
+                .ok()
+                .map(|env| (raw.sequence, env.body)),
+        ),
+        Err(e) if e.kind() == DirectGetErrorKind::NotFound => Ok(None),
+        Err(e) => Err(RuntimeError::Nats(format!(
+            "reading the last result on {subject}: {e}"
+        ))),
     }
 }
 

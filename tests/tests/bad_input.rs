@@ -366,3 +366,68 @@ async fn a_result_for_an_attempt_never_assigned_becomes_a_dead_letter_and_change
     let report = common::final_report(&cluster, &nc, &other, 60).await;
     assert_eq!(report.overall_status, SwarmStatus::Completed);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_acks_its_own_assignment_and_no_subject_it_merely_names() {
+    // A worker's result names the ack subject of its assignment, and the
+    // manager acks it there. Any other subject named so (an API call, a
+    // subject of the sender's choosing, another consumer's ack) gets
+    // nothing from the manager.
+    let cluster = Cluster::builder()
+        .bosses(1)
+        .managers(1)
+        .workers(1)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let js = jetstream::new(nc.clone());
+    // Its persona's pool has no worker: the test plays one.
+    let mut m = common::mission("played", vec![common::task("a", &common::echo("a"), &[])]);
+    m.plan.as_mut().unwrap().workers[0].pool = "played".into();
+    let swarm_id = common::submit(&nc, &m).await;
+    let a2ap = js.get_stream(subjects::A2AP_STREAM).await.unwrap();
+    let consumer = a2ap
+        .create_consumer(jetstream::consumer::pull::Config {
+            durable_name: Some(subjects::worker_consumer("played")),
+            filter_subject: subjects::work_filter("played"),
+            ack_policy: jetstream::consumer::AckPolicy::Explicit,
+            ack_wait: Duration::from_secs(60),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let assignment = consumer
+        .fetch()
+        .max_messages(1)
+        .expires(Duration::from_secs(10))
+        .messages()
+        .await
+        .unwrap()
+        .next()
+        .await
+        .expect("the assignment")
+        .unwrap();
+    let mut watched = nc.subscribe("$JS.API.STREAM.DELETE.>").await.unwrap();
+    let mut elsewhere = nc.subscribe("swarm.forged.>").await.unwrap();
+    let not_ours = "$JS.ACK.A2AP.manager.1.2.3.1764583200000000000.0";
+    let mut manager_acks = nc.subscribe(not_ours).await.unwrap();
+    for forged in ["$JS.API.STREAM.DELETE.A2AP", "swarm.forged.ack", not_ours] {
+        common::play_worker_handover(&nc, &swarm_id, "a", "a", forged).await;
+    }
+    let own = assignment.reply.clone().unwrap();
+    common::play_worker_handover(&nc, &swarm_id, "a", "a", &own).await;
+    let report = common::final_report(&cluster, &nc, &swarm_id, 30).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed);
+    // Acked by the manager, not by this test.
+    common::no_assignment_pending(&nc, "played", Duration::from_secs(10)).await;
+    for (what, sub) in [
+        ("the stream API", &mut watched),
+        ("a subject of the sender's choosing", &mut elsewhere),
+        ("another consumer's ack", &mut manager_acks),
+    ] {
+        let got = tokio::time::timeout(Duration::from_millis(300), sub.next()).await;
+        assert!(got.is_err(), "the manager published to {what}: {got:?}");
+    }
+    assert!(js.get_stream(subjects::A2AP_STREAM).await.is_ok());
+}

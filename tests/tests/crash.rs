@@ -672,3 +672,76 @@ async fn a_manager_killed_while_its_state_write_waits_loses_nothing() {
     let state = common::state(&nc, &swarm_id).await;
     assert!(state.report_published && state.status == SwarmStatus::Completed);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_handed_over_while_no_manager_runs_is_not_worked_again() {
+    // Workers leave their assignments unacked and the manager acks each one
+    // when its result reaches it. With the manager up that is at once; with
+    // none running, the assignment comes back after the workers' ack_wait
+    // (3 s here), and the worker must find its result stored instead of
+    // running the task a second time.
+    let mut cluster = fast_redelivery()
+        .bosses(1)
+        .managers(1)
+        .workers(1)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+
+    let first = common::submit(
+        &nc,
+        &common::mission("acked", vec![common::task("a", &common::echo("a"), &[])]),
+    )
+    .await;
+    common::final_report(&cluster, &nc, &first, 30).await;
+    // Acked well within the workers' ack_wait, by the manager, and
+    // delivered once.
+    let info = common::no_assignment_pending(&nc, "general", Duration::from_secs(2)).await;
+    assert_eq!(info.delivered.consumer_sequence, 1, "{info:#?}");
+
+    let m = common::mission(
+        "unmanaged",
+        vec![common::task("slow", &common::sleep(1000), &[])],
+    );
+    let swarm_id = common::submit(&nc, &m).await;
+    started_on(&nc, &swarm_id, "slow", 0).await;
+    cluster.local_mut().managers[0].kill();
+    // The result is handed over with no manager to receive it; the
+    // assignment comes back and is acked by the worker that finds it answered.
+    let log_path = cluster.dir().join("logs").join("worker-1.log");
+    common::eventually(
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        "the unacked assignment came back answered",
+        || async {
+            let log = std::fs::read_to_string(&log_path).unwrap();
+            match log.contains("assignment came back answered") {
+                true => Ok(()),
+                false => Err(log),
+            }
+        },
+    )
+    .await;
+    let info = common::no_assignment_pending(&nc, "general", Duration::from_secs(5)).await;
+    assert_eq!(
+        info.delivered.consumer_sequence, 3,
+        "one delivery each, and the slow one's again: {info:#?}"
+    );
+    let updates =
+        common::messages::<ProgressUpdate>(&nc, &subjects::progress(&swarm_id, "slow")).await;
+    let starts = updates
+        .iter()
+        .filter(|u| u.body.progress_percentage == 0 && u.body.status == TaskStatus::InProgress)
+        .count();
+    assert_eq!(starts, 1, "the task ran once: {updates:#?}");
+
+    // A manager again: the stored result finishes the swarm.
+    cluster.local_mut().managers[0].restart().unwrap();
+    let report = common::final_report(&cluster, &nc, &swarm_id, 30).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
+    let results =
+        common::messages::<ResultSubmission>(&nc, &subjects::result(&swarm_id, "slow")).await;
+    assert_eq!(results.len(), 1);
+    common::assert_one_report(&nc, &swarm_id).await;
+}

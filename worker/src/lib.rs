@@ -2,8 +2,11 @@
 //! one durable pull consumer; each assignment carries the persona to play.
 //! For each one the worker resolves its dependencies' results, runs the
 //! agent loop (think, act with tools, observe) with its provider, streams
-//! `ProgressUpdate`s, submits a `ResultSubmission`, and acks the assignment
-//! only once the result is stored.
+//! `ProgressUpdate`s, and hands its `ResultSubmission` to the stream. The
+//! assignment is acked once the result is stored: by the manager, which
+//! receives the result only then (the worker does not wait for the server's
+//! answer), or, should the assignment come back first, by the worker that
+//! finds its result stored and does not run the task again.
 
 pub mod approvals;
 pub mod journal;
@@ -305,6 +308,12 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message) {
     if delivered > 1 {
         swarm_runtime::metrics::redelivered(&ctx.consumer);
         swarm_runtime::metrics::takeover("task");
+        if answered(ctx, &env).await {
+            if let Err(e) = msg.ack().await {
+                warn!(error = %e, "ack not sent; the assignment comes back and its result is found again");
+            }
+            return;
+        }
     }
     if delivered > i64::from(env.body.max_attempts.max(1)) {
         let error = ErrorBody::new(
@@ -321,7 +330,7 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message) {
     let outcome = {
         let every = ctx.ack_wait / 3;
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-        let work = work(ctx, &env, delivered);
+        let work = work(ctx, &env, delivered, msg.reply.as_deref());
         tokio::pin!(work);
         loop {
             tokio::select! {
@@ -333,7 +342,8 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message) {
         }
     };
     match outcome {
-        Ok(()) => {
+        Ok(Finish::AckedByManager) => {}
+        Ok(Finish::AckHere) => {
             if let Err(e) = msg.ack().await {
                 warn!(error = %e, "ack not sent; a redelivery replays the task from its journal, and its result lands once");
             }
@@ -661,7 +671,42 @@ async fn wait_for_answer(
     anyhow::bail!("the wait for an answer ended without one")
 }
 
-async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyhow::Result<()> {
+/// How a task that ran to its end leaves its assignment.
+enum Finish {
+    /// Its result was handed over naming the assignment: the manager acks it.
+    AckedByManager,
+    /// Nothing (or nothing naming it) went to the manager: the worker acks it.
+    AckHere,
+}
+
+/// Whether a redelivered assignment is already answered: its worker handed
+/// over a result (stored, or this attempt was superseded by a newer one)
+/// and nobody acked the assignment since, because no manager was running
+/// within its `ack_wait` or the ack was lost. Its work is not done again.
+async fn answered(ctx: &Ctx, env: &Envelope<TaskAssignment>) -> bool {
+    let a = &env.body;
+    match wire::last_result(&ctx.a2ap, &subjects::result(&env.swarm_id, &a.task_id)).await {
+        // Attempts and revisions only grow: a result no older in either
+        // answers this assignment or one that superseded it.
+        Ok(Some((seq, r))) if r.attempt >= a.attempt && r.revision >= a.revision => {
+            info!(swarm_id = %env.swarm_id, task_id = %a.task_id, seq, attempt = r.attempt, revision = r.revision, "assignment came back answered: its result is stored; not run again");
+            true
+        }
+        Ok(_) => false,
+        Err(e) => {
+            // Not knowing costs a second run at most, whose result lands once.
+            warn!(error = %e, "could not look for a stored result; running the task");
+            false
+        }
+    }
+}
+
+async fn work(
+    ctx: &Ctx,
+    env: &Envelope<TaskAssignment>,
+    delivered: i64,
+    ack_subject: Option<&str>,
+) -> anyhow::Result<Finish> {
     let a = &env.body;
     let started_at = Utc::now();
     let mut in_flight = InFlight::start();
@@ -794,7 +839,7 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
             vec![],
         )
         .await;
-        return Ok(());
+        return Ok(Finish::AckHere);
     };
     let completed_at = Utc::now();
     let status = outcome.status;
@@ -852,14 +897,21 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
         "{}.{}.a{}.r{}.result",
         env.swarm_id, a.task_id, a.attempt, a.revision
     );
-    wire::publish(
-        &ctx.infra.js,
-        subjects::result(&env.swarm_id, &a.task_id),
-        &result_env,
-        Some(&msg_id),
-    )
-    .await
-    .context("submitting the result")?;
+    let subject = subjects::result(&env.swarm_id, &a.task_id);
+    let finish = match ack_subject {
+        Some(ack) => {
+            wire::hand_over(&ctx.infra.js, subject, &result_env, &msg_id, ack)
+                .await
+                .context("submitting the result")?;
+            Finish::AckedByManager
+        }
+        None => {
+            wire::publish(&ctx.infra.js, subject, &result_env, Some(&msg_id))
+                .await
+                .context("submitting the result")?;
+            Finish::AckHere
+        }
+    };
     if let Some(metrics) = last_update {
         progress(
             ctx,
@@ -872,5 +924,5 @@ async fn work(ctx: &Ctx, env: &Envelope<TaskAssignment>, delivered: i64) -> anyh
         .await;
     }
     info!(swarm_id = %env.swarm_id, task_id = %a.task_id, ?status, bytes, "task finished");
-    Ok(())
+    Ok(finish)
 }

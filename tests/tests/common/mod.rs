@@ -131,6 +131,41 @@ pub async fn play_worker_result(
     attempt: u32,
     text: &str,
 ) {
+    let env = worker_result(swarm_id, task_id, attempt, text);
+    let js = jetstream::new(nc.clone());
+    swarm_runtime::wire::publish(&js, subjects::result(swarm_id, task_id), &env, None)
+        .await
+        .unwrap();
+}
+
+/// Hands a completed result over as a worker does, naming `ack_subject` as
+/// the assignment it answers, and waits until it is stored.
+pub async fn play_worker_handover(
+    nc: &async_nats::Client,
+    swarm_id: &str,
+    task_id: &str,
+    text: &str,
+    ack_subject: &str,
+) {
+    let env = worker_result(swarm_id, task_id, 1, text);
+    let mut headers = swarm_runtime::wire::headers(swarm_common::Codec::MsgPack, None);
+    headers.insert(swarm_common::headers::ASSIGNMENT_ACK, ack_subject);
+    let payload = env.encode(swarm_common::Codec::MsgPack).unwrap();
+    jetstream::new(nc.clone())
+        .publish_with_headers(subjects::result(swarm_id, task_id), headers, payload.into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+}
+
+/// A completed result for `task_id`'s `attempt` (revision 0), from "test-worker".
+fn worker_result(
+    swarm_id: &str,
+    task_id: &str,
+    attempt: u32,
+    text: &str,
+) -> Envelope<swarm_common::ResultSubmission> {
     let now = chrono::Utc::now();
     let submission = swarm_common::ResultSubmission {
         task_id: task_id.into(),
@@ -147,11 +182,7 @@ pub async fn play_worker_result(
         error: None,
         gate_verdicts: Vec::new(),
     };
-    let env = Envelope::new("test-worker", "manager", swarm_id, task_id, submission);
-    let js = jetstream::new(nc.clone());
-    swarm_runtime::wire::publish(&js, subjects::result(swarm_id, task_id), &env, None)
-        .await
-        .unwrap();
+    Envelope::new("test-worker", "manager", swarm_id, task_id, submission)
 }
 
 /// A task description that waits `ms` milliseconds.
@@ -213,4 +244,63 @@ pub fn outcome<'a>(report: &'a FinalReport, task_id: &str) -> &'a TaskOutcome {
         .iter()
         .find(|t| t.task_id == task_id)
         .unwrap_or_else(|| panic!("no task {task_id} in the report"))
+}
+
+/// Asks `check` every `every` until it gives a value; fails saying `what`
+/// (and the last answer's reason) after `within`.
+pub async fn eventually<T, F, Fut>(within: Duration, every: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        match check().await {
+            Ok(v) => return v,
+            Err(why) => assert!(
+                std::time::Instant::now() < deadline,
+                "{what} within {within:?}: {why}"
+            ),
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// The durable consumer of `pool`'s workers, as the server sees it now.
+pub async fn worker_consumer_info(
+    nc: &async_nats::Client,
+    pool: &str,
+) -> jetstream::consumer::Info {
+    let stream = jetstream::new(nc.clone())
+        .get_stream(subjects::A2AP_STREAM)
+        .await
+        .unwrap();
+    let mut consumer: jetstream::consumer::PullConsumer = stream
+        .get_consumer(&subjects::worker_consumer(pool))
+        .await
+        .unwrap();
+    consumer.info().await.unwrap().clone()
+}
+
+/// Waits until no assignment of `pool` waits for an ack, and returns its
+/// consumer's figures then.
+pub async fn no_assignment_pending(
+    nc: &async_nats::Client,
+    pool: &str,
+    within: Duration,
+) -> jetstream::consumer::Info {
+    eventually(
+        within,
+        Duration::from_millis(50),
+        "every assignment acked",
+        || async {
+            let info = worker_consumer_info(nc, pool).await;
+            if info.num_ack_pending == 0 {
+                Ok(info)
+            } else {
+                Err(format!("{info:#?}"))
+            }
+        },
+    )
+    .await
 }
