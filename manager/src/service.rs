@@ -457,6 +457,11 @@ async fn actor(
                         for m in batch.iter().chain(held.iter().flat_map(|h| h.msgs.iter())) {
                             let _ = m.ack_with(AckKind::Progress).await;
                         }
+                        // And the assignments they answer, which would
+                        // otherwise come back to a worker during a long review.
+                        for ack in batch.iter().filter_map(|m| wire::assignment_ack(m.headers.as_ref())) {
+                            wire::ack_assignment(&ctx.infra.js.client(), ack, AckKind::Progress).await;
+                        }
                     }
                 }
             }
@@ -469,7 +474,7 @@ async fn actor(
             if !matches!(outcome, Err(Failure::Reject(_)))
                 && let Some(ack) = wire::assignment_ack(msg.headers.as_ref())
             {
-                wire::ack_assignment(&ctx.infra.js.client(), ack).await;
+                wire::ack_assignment(&ctx.infra.js.client(), ack, AckKind::Ack).await;
             }
         }
         let dirty = cache.as_ref().filter(|c| c.dirty).map(|c| c.generation);

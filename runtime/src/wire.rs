@@ -119,12 +119,15 @@ pub fn assignment_ack(headers: Option<&HeaderMap>) -> Option<&str> {
     header(headers, h::ASSIGNMENT_ACK).filter(|s| subjects::assignment_ack(s).is_some())
 }
 
-/// Acks, for its worker, the assignment a stored result answers.
-pub async fn ack_assignment(client: &async_nats::Client, ack_subject: &str) {
-    if let Err(e) = client
-        .publish(ack_subject.to_owned(), Bytes::from_static(b"+ACK"))
-        .await
-    {
+/// Acks, for its worker, the assignment a stored result answers
+/// (`AckKind::Ack`), or keeps it from coming back while the result is
+/// still being reviewed (`AckKind::Progress`).
+pub async fn ack_assignment(
+    client: &async_nats::Client,
+    ack_subject: &str,
+    kind: async_nats::jetstream::AckKind,
+) {
+    if let Err(e) = client.publish(ack_subject.to_owned(), kind.into()).await {
         tracing::warn!(error = %e, "could not ack an answered assignment; it comes back to a worker, which finds its result stored");
     }
 }

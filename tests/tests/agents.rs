@@ -507,10 +507,12 @@ async fn a_manager_review_asks_for_one_revision_with_the_feedback_in_the_workers
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_review_slower_than_the_managers_ack_wait_keeps_its_event_and_runs_once() {
+async fn a_review_slower_than_the_ack_waits_keeps_its_event_and_its_assignment_and_runs_once() {
     let llm = MockLlm::start().await;
-    // The model takes 4.5 s to review; the manager's ack_wait is 2 s, so only
-    // its progress acks keep the result from being delivered (and reviewed) again.
+    // The model takes 4.5 s to review; the manager's ack_wait is 2 s and the
+    // workers' 3 s, so only the manager's progress acks keep the result from
+    // being delivered (and reviewed) again, and the assignment it answers
+    // from coming back to a worker.
     llm.add(
         Rule::new("reviewer", Match::new().system_contains(REVIEWER)).then_always(
             Reply::json_text(&json!({"approved": true, "feedback": ""}))
@@ -521,7 +523,10 @@ async fn a_review_slower_than_the_managers_ack_wait_keeps_its_event_and_runs_onc
     let cluster = cluster(
         &llm,
         &[Roles::Manager],
-        &[("SWARM_MANAGER_ACK_WAIT", "2")],
+        &[
+            ("SWARM_MANAGER_ACK_WAIT", "2"),
+            ("SWARM_WORKER_ACK_WAIT", "3"),
+        ],
         ws.path(),
     )
     .await;
@@ -544,6 +549,11 @@ async fn a_review_slower_than_the_managers_ack_wait_keeps_its_event_and_runs_onc
     assert!(
         !log.contains("taking over a redelivered event"),
         "an event was redelivered mid-review:\n{log}"
+    );
+    let info = common::no_assignment_pending(&nc, "general", Duration::from_secs(5)).await;
+    assert_eq!(
+        info.delivered.consumer_sequence, 1,
+        "the assignment came back mid-review: {info:#?}"
     );
 }
 
