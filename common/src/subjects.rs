@@ -232,20 +232,26 @@ pub struct AssignmentAck<'a> {
 /// result cannot make the manager publish to a subject of its choosing.
 pub fn assignment_ack(subject: &str) -> Option<AssignmentAck<'_>> {
     let rest = subject.strip_prefix("$JS.ACK.")?;
-    let tokens: Vec<&str> = rest.split('.').collect();
-    let clean = |t: &&str| {
+    let clean = |t: &str| {
         !t.is_empty()
             && t.bytes()
                 .all(|b| b.is_ascii_graphic() && b != b'*' && b != b'>')
     };
-    if tokens.len() > 12 || !tokens.iter().all(clean) {
-        return None;
+    // Read on every result the manager gets: no allocation.
+    let mut tokens = [""; 12];
+    let mut n = 0;
+    for t in rest.split('.') {
+        if n == tokens.len() || !clean(t) {
+            return None;
+        }
+        tokens[n] = t;
+        n += 1;
     }
     // The short form has seven tokens; the long one puts the domain and
     // the account hash first and may end with more.
-    let known = match tokens.len() {
-        7 => &tokens[..],
-        n if n >= 9 => &tokens[2..9],
+    let known = match n {
+        7 => &tokens[..7],
+        9.. => &tokens[2..9],
         _ => return None,
     };
     // Digits only: `parse` alone would take a leading `+`.
