@@ -384,7 +384,7 @@ struct Held {
 /// How long a swarm's state write may wait for the next events of the same
 /// swarm, so a chain of quick tasks costs one write per many hops instead of
 /// one per hop. Its events stay unacked until the write lands, so this must
-/// stay far below the manager's `ack_wait` (1 s at the least). 12 ms against
+/// stay far below the manager's `ack_wait` (0.5 s at the least). 12 ms against
 /// 5 ms took a chain of 50 from about seven writes of its whole state to
 /// three (BENCHMARKS.md, sixth round); 40 ms gained nothing more.
 const DEFER_WRITE: Duration = Duration::from_millis(12);
