@@ -85,6 +85,16 @@ pub async fn post<T: Payload>(
     envelope: &Envelope<T>,
 ) -> Result<(), RuntimeError> {
     let (hdrs, payload) = encoded(envelope, None)?;
+    unanswered(js, subject, hdrs, payload).await
+}
+
+/// A core publish to a stream's subject: stored, with no answer asked for.
+async fn unanswered(
+    js: &Context,
+    subject: String,
+    hdrs: HeaderMap,
+    payload: Bytes,
+) -> Result<(), RuntimeError> {
     js.client()
         .publish_with_headers(subject, hdrs, payload)
         .await
@@ -107,10 +117,7 @@ pub async fn hand_over<T: Payload>(
 ) -> Result<(), RuntimeError> {
     let (mut hdrs, payload) = encoded(envelope, Some(msg_id))?;
     hdrs.insert(h::ASSIGNMENT_ACK, assignment_ack);
-    js.client()
-        .publish_with_headers(subject, hdrs, payload)
-        .await
-        .map_err(|e| RuntimeError::Nats(e.to_string()))
+    unanswered(js, subject, hdrs, payload).await
 }
 
 /// The assignment a stored result answers, if its header names one that

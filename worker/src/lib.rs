@@ -274,6 +274,12 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
 }
 
 async fn handle(ctx: &Ctx, msg: jetstream::Message) {
+    // Every delivery of a pull consumer names its ack subject; without one
+    // nothing could be acked, rejected or handed over.
+    let Some(ack_subject) = msg.reply.clone() else {
+        warn!(subject = %msg.subject, "a delivery without an ack subject; ignored");
+        return;
+    };
     let (swarm_id, task_id) = match Subject::parse(&msg.subject) {
         Some(Subject::Work {
             swarm_id, task_id, ..
@@ -330,7 +336,7 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message) {
     let outcome = {
         let every = ctx.ack_wait / 3;
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-        let work = work(ctx, &env, delivered, msg.reply.as_deref());
+        let work = work(ctx, &env, delivered, &ack_subject);
         tokio::pin!(work);
         loop {
             tokio::select! {
@@ -675,7 +681,7 @@ async fn wait_for_answer(
 enum Finish {
     /// Its result was handed over naming the assignment: the manager acks it.
     AckedByManager,
-    /// Nothing (or nothing naming it) went to the manager: the worker acks it.
+    /// Its swarm was cancelled and nothing went to the manager: the worker acks it.
     AckHere,
 }
 
@@ -705,7 +711,7 @@ async fn work(
     ctx: &Ctx,
     env: &Envelope<TaskAssignment>,
     delivered: i64,
-    ack_subject: Option<&str>,
+    ack_subject: &str,
 ) -> anyhow::Result<Finish> {
     let a = &env.body;
     let started_at = Utc::now();
@@ -897,21 +903,15 @@ async fn work(
         "{}.{}.a{}.r{}.result",
         env.swarm_id, a.task_id, a.attempt, a.revision
     );
-    let subject = subjects::result(&env.swarm_id, &a.task_id);
-    let finish = match ack_subject {
-        Some(ack) => {
-            wire::hand_over(&ctx.infra.js, subject, &result_env, &msg_id, ack)
-                .await
-                .context("submitting the result")?;
-            Finish::AckedByManager
-        }
-        None => {
-            wire::publish(&ctx.infra.js, subject, &result_env, Some(&msg_id))
-                .await
-                .context("submitting the result")?;
-            Finish::AckHere
-        }
-    };
+    wire::hand_over(
+        &ctx.infra.js,
+        subjects::result(&env.swarm_id, &a.task_id),
+        &result_env,
+        &msg_id,
+        ack_subject,
+    )
+    .await
+    .context("submitting the result")?;
     if let Some(metrics) = last_update {
         progress(
             ctx,
@@ -924,5 +924,5 @@ async fn work(
         .await;
     }
     info!(swarm_id = %env.swarm_id, task_id = %a.task_id, ?status, bytes, "task finished");
-    Ok(finish)
+    Ok(Finish::AckedByManager)
 }

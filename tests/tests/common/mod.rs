@@ -138,8 +138,9 @@ pub async fn play_worker_result(
         .unwrap();
 }
 
-/// Hands a completed result over as a worker does, naming `ack_subject` as
-/// the assignment it answers, and waits until it is stored.
+/// Hands a completed result over as a worker does (`wire::hand_over`),
+/// naming `ack_subject` as the assignment it answers, under a deduplication
+/// id made from it (so results naming different subjects are all stored).
 pub async fn play_worker_handover(
     nc: &async_nats::Client,
     swarm_id: &str,
@@ -148,15 +149,16 @@ pub async fn play_worker_handover(
     ack_subject: &str,
 ) {
     let env = worker_result(swarm_id, task_id, 1, text);
-    let mut headers = swarm_runtime::wire::headers(swarm_common::Codec::MsgPack, None);
-    headers.insert(swarm_common::headers::ASSIGNMENT_ACK, ack_subject);
-    let payload = env.encode(swarm_common::Codec::MsgPack).unwrap();
-    jetstream::new(nc.clone())
-        .publish_with_headers(subjects::result(swarm_id, task_id), headers, payload.into())
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    let msg_id = format!("{swarm_id}.{task_id}.played.{ack_subject}");
+    swarm_runtime::wire::hand_over(
+        &jetstream::new(nc.clone()),
+        subjects::result(swarm_id, task_id),
+        &env,
+        &msg_id,
+        ack_subject,
+    )
+    .await
+    .unwrap();
 }
 
 /// A completed result for `task_id`'s `attempt` (revision 0), from "test-worker".
