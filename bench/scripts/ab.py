@@ -12,6 +12,9 @@ reading the ratio of each pair's p50s:
     # ... change, rebuild, copy to /tmp/b/ ...
     python3 bench/scripts/ab.py --pairs 10 --runs 40 chain /tmp/a /tmp/b
 
+`--a-args` and `--b-args` add harness options to one side only, so one
+build can be compared with itself under two methods (e.g. `--a-args=--back-to-back`).
+
 It prints each turn's p50 as it comes, then the median of each side, the
 median of the per-pair ratios (B / A) and in how many pairs B was faster.
 The harness itself is `target/release/swarm-bench` (built by the command
@@ -20,6 +23,7 @@ above); `NATS_SERVER_BIN` or `deploy/nats-server.sh` provides the server.
 import argparse
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -31,10 +35,10 @@ ROWS = {
 }
 
 
-def p50(scenario, runs, bin_dir, bench, env):
+def p50(scenario, runs, bin_dir, bench, env, extra):
     """Runs one turn and returns its p50 in ms, read off the latency table."""
     out = subprocess.run(
-        [bench, scenario, "--sync", "default", "--runs", str(runs), "--no-build"],
+        [bench, scenario, "--sync", "default", "--runs", str(runs), "--no-build"] + extra,
         env=dict(env, SWARM_BIN_DIR=bin_dir),
         capture_output=True,
         text=True,
@@ -56,23 +60,27 @@ def main():
     ap.add_argument("--pairs", type=int, default=10)
     ap.add_argument("--runs", type=int, default=40, help="runs per turn (the one-task mission runs 7x)")
     ap.add_argument("--bench", default="target/release/swarm-bench")
+    ap.add_argument("--a-args", default="", help="extra harness options for side A")
+    ap.add_argument("--b-args", default="", help="extra harness options for side B")
     args = ap.parse_args()
     env = dict(os.environ)
     if "NATS_SERVER_BIN" not in env:
         env["NATS_SERVER_BIN"] = subprocess.run(
             ["bash", "deploy/nats-server.sh"], capture_output=True, text=True, check=True
         ).stdout.strip()
-    sides = {args.a: [], args.b: []}
+    side = {"A": (args.a, shlex.split(args.a_args)), "B": (args.b, shlex.split(args.b_args))}
+    sides = {"A": [], "B": []}
     ratios = []
     for i in range(args.pairs):
-        order = (args.a, args.b) if i % 2 == 0 else (args.b, args.a)
+        order = ("A", "B") if i % 2 == 0 else ("B", "A")
         got = {}
-        for d in order:
-            got[d] = p50(args.scenario, args.runs, d, args.bench, env)
-            sides[d].append(got[d])
-            print("pair %d  %-24s %8.2f ms" % (i + 1, d, got[d]), flush=True)
-        ratios.append(got[args.b] / got[args.a])
-    med_a, med_b = statistics.median(sides[args.a]), statistics.median(sides[args.b])
+        for k in order:
+            d, extra = side[k]
+            got[k] = p50(args.scenario, args.runs, d, args.bench, env, extra)
+            sides[k].append(got[k])
+            print("pair %d  %s %-24s %8.2f ms" % (i + 1, k, d + " " + " ".join(extra), got[k]), flush=True)
+        ratios.append(got["B"] / got["A"])
+    med_a, med_b = statistics.median(sides["A"]), statistics.median(sides["B"])
     print(
         "%s p50, median of %d turns: A %.2f ms, B %.2f ms; B / A per pair: median %.3f, B faster in %d of %d"
         % (args.scenario, args.pairs, med_a, med_b, statistics.median(ratios),

@@ -13,7 +13,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use futures::StreamExt;
 use swarm_cli::local::{LocalCluster, LocalOptions};
-use swarm_common::{FinalReport, mission::MissionRequest, subjects};
+use swarm_common::{
+    FinalReport,
+    mission::{MissionRecord, MissionRequest, MissionStatus},
+    subjects,
+};
 use tokio::sync::oneshot;
 
 /// The dev nats-server configuration of this source tree.
@@ -215,39 +219,52 @@ pub struct MissionRun {
     pub report: FinalReport,
 }
 
-enum Slot {
-    Waiting(oneshot::Sender<Arrival>),
-    Arrived(Arrival),
+enum Slot<T> {
+    Waiting(oneshot::Sender<T>),
+    Arrived(T),
 }
 
-/// Every `FinalReport` published on the cluster, by swarm id, received on a
-/// plain (core NATS) subscription: no consumer to create per swarm, and no
-/// replay of the swarm's progress messages as `swarm_cli::client::watch` does.
-#[derive(Clone, Default)]
-pub struct Reports {
-    slots: Arc<Mutex<HashMap<String, Slot>>>,
+/// One value per swarm id, handed to whoever waits for it, whether it came
+/// before they asked or after; a second value for the same swarm is dropped.
+pub struct Mailbox<T> {
+    slots: Arc<Mutex<HashMap<String, Slot<T>>>>,
 }
 
-impl Reports {
-    fn deliver(&self, swarm_id: String, arrival: Arrival) {
+impl<T> Clone for Mailbox<T> {
+    fn clone(&self) -> Self {
+        Mailbox {
+            slots: self.slots.clone(),
+        }
+    }
+}
+
+impl<T> Default for Mailbox<T> {
+    fn default() -> Self {
+        Mailbox {
+            slots: Arc::default(),
+        }
+    }
+}
+
+impl<T> Mailbox<T> {
+    fn deliver(&self, swarm_id: String, value: T) {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         match slots.remove(&swarm_id) {
             Some(Slot::Waiting(tx)) => {
                 // The waiter may have given up: nothing to do then.
-                let _ = tx.send(arrival);
+                let _ = tx.send(value);
             }
             Some(Slot::Arrived(first)) => {
-                // A duplicate report: keep the first.
                 slots.insert(swarm_id, Slot::Arrived(first));
             }
             None => {
-                slots.insert(swarm_id, Slot::Arrived(arrival));
+                slots.insert(swarm_id, Slot::Arrived(value));
             }
         }
     }
 
-    /// The report of `swarm_id` when it arrives (at once if it has).
-    pub fn expect(&self, swarm_id: &str) -> oneshot::Receiver<Arrival> {
+    /// The value of `swarm_id` when it arrives (at once if it has).
+    pub fn expect(&self, swarm_id: &str) -> oneshot::Receiver<T> {
         let (tx, rx) = oneshot::channel();
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         match slots.remove(swarm_id) {
@@ -262,6 +279,16 @@ impl Reports {
     }
 }
 
+/// Every `FinalReport` published on the cluster, by swarm id, received on a
+/// plain (core NATS) subscription: no consumer to create per swarm, and no
+/// replay of the swarm's progress messages as `swarm_cli::client::watch` does.
+pub type Reports = Mailbox<Arrival>;
+
+/// Missions whose record the boss has closed (report rendered and stored,
+/// or planning failed), by swarm id: seen on a plain subscription to the
+/// `missions` bucket's subjects, so nothing is asked of the server for it.
+pub type Settled = Mailbox<()>;
+
 /// A running local Swarm and a client of it.
 pub struct BenchCluster {
     /// The processes.
@@ -272,6 +299,8 @@ pub struct BenchCluster {
     pub js: async_nats::jetstream::Context,
     /// Reports as they are published.
     pub reports: Reports,
+    /// Missions as the boss closes their records.
+    pub settled: Settled,
     /// What was started.
     pub spec: ClusterSpec,
     next_mission: std::sync::atomic::AtomicU64,
@@ -333,12 +362,35 @@ impl BenchCluster {
                 }
             }
         });
+        let settled = Settled::default();
+        let prefix = format!("$KV.{}.", subjects::MISSIONS_BUCKET);
+        let mut records = client
+            .subscribe(format!("{prefix}>"))
+            .await
+            .context("subscribing to mission records")?;
+        let sink = settled.clone();
+        tokio::spawn(async move {
+            while let Some(msg) = records.next().await {
+                let Some(swarm_id) = msg.subject.strip_prefix(prefix.as_str()) else {
+                    continue;
+                };
+                let closed = swarm_common::Codec::MsgPack
+                    .decode::<MissionRecord>(&msg.payload)
+                    .is_ok_and(|r| {
+                        matches!(r.status, MissionStatus::Reported | MissionStatus::Failed)
+                    });
+                if closed {
+                    sink.deliver(swarm_id.to_owned(), ());
+                }
+            }
+        });
         client.flush().await.context("subscribing to reports")?;
         Ok(BenchCluster {
             local,
             client,
             js,
             reports,
+            settled,
             spec,
             next_mission: std::sync::atomic::AtomicU64::new(0),
             dir,
@@ -401,6 +453,20 @@ impl BenchCluster {
             arrived: arrival.wall,
             report: arrival.report,
         })
+    }
+
+    /// Waits until the boss has closed the record of `swarm_id` (its report
+    /// rendered and stored, or its planning failed).
+    pub async fn settle(&self, swarm_id: &str, timeout: Duration) -> anyhow::Result<()> {
+        tokio::time::timeout(timeout, self.settled.expect(swarm_id))
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "the record of {swarm_id} was not closed within {timeout:?}\n{}",
+                    self.local.log_tails(20)
+                )
+            })?
+            .context("the record subscription ended")
     }
 
     /// Resident memory of the manager processes, in bytes.

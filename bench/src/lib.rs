@@ -103,6 +103,23 @@ pub struct Args {
     /// e.g. `--env SWARM_WORKER_CONCURRENCY=32`.
     #[arg(long = "env", value_parser = parse_env)]
     pub env: Vec<(String, String)>,
+    /// How latency runs follow each other: `settled` (each once the previous
+    /// mission is closed, its report page stored), `back-to-back` (each as
+    /// the previous report arrives, while the boss still works on its page),
+    /// or both (each its own rows).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "settled,back-to-back"
+    )]
+    pub pacing: Vec<scenarios::Pacing>,
+    /// Compare with the role binaries in this directory: the one-task,
+    /// fan-out and chain missions run on two clusters side by side, mission
+    /// by mission in ABBA order (A: the usual binaries, B: these), and one
+    /// table gives the median of the pairs' ratios. Nothing else runs.
+    #[arg(long, value_name = "DIR")]
+    pub against: Option<std::path::PathBuf>,
     /// Use the role binaries as they are; do not run `cargo build` for them first.
     #[arg(long)]
     pub no_build: bool,
@@ -130,6 +147,7 @@ impl Args {
         if let Some(w) = &self.ack_wait {
             s.failover_ack_waits = w.clone();
         }
+        s.pacing = self.pacing.clone();
         s
     }
 
@@ -200,6 +218,23 @@ pub async fn run(args: &Args, build: BuildPolicy) -> anyhow::Result<Vec<Table>> 
         args.workers,
         bin_dir.display()
     );
+    if let Some(other) = &args.against {
+        println!("# B: binaries from {}\n", other.display());
+        let (one, fan, chain) = (
+            args.wants(Scenario::OneTask),
+            args.wants(Scenario::FanOut),
+            args.wants(Scenario::Chain),
+        );
+        for sync in args.syncs() {
+            let (a, fa) = start(args.spec(sync), &bin_dir, &scale).await?;
+            let (b, fb) = start(args.spec(sync), other, &scale).await?;
+            let t = scenarios::compare((&a, &fa), (&b, &fb), &scale, one, fan, chain).await;
+            a.stop().await;
+            b.stop().await;
+            emit(&mut tables, t?);
+        }
+        return Ok(tables);
+    }
     for sync in args.syncs() {
         let (one, fan, chain) = (
             args.wants(Scenario::OneTask),

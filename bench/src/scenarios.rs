@@ -49,6 +49,20 @@ pub struct Scale {
     /// How long a growth mission of 5,000 tasks or more may run before it
     /// is measured as far as it got.
     pub huge_cap: Duration,
+    /// How the latency runs follow each other (each pacing gets its rows).
+    pub pacing: Vec<Pacing>,
+}
+
+/// How one latency run follows the last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Pacing {
+    /// Once the previous mission is closed: its report page rendered and
+    /// stored and its record updated by the boss, so no run shares the
+    /// machine with the last one's report work.
+    Settled,
+    /// As soon as the previous `FinalReport` arrives, while the boss still
+    /// renders and stores that report's page.
+    BackToBack,
 }
 
 impl Scale {
@@ -69,6 +83,7 @@ impl Scale {
             failover_chain: 200,
             failover_ack_waits: vec![1.5, 30.0],
             huge_cap: Duration::from_secs(120),
+            pacing: vec![Pacing::Settled, Pacing::BackToBack],
         }
     }
 
@@ -89,6 +104,7 @@ impl Scale {
             failover_chain: 40,
             failover_ack_waits: vec![1.5],
             huge_cap: Duration::from_secs(20),
+            pacing: vec![Pacing::Settled, Pacing::BackToBack],
         }
     }
 }
@@ -235,12 +251,47 @@ pub async fn warm_up(c: &BenchCluster) -> anyhow::Result<()> {
 
 /// One latency scenario: a mission, how often to run it, and the target,
 /// Ray's and Celery's figures for it.
+#[derive(Clone)]
 struct Case {
     name: String,
     tasks: Vec<serde_json::Value>,
     runs: usize,
     peers: [&'static str; 3],
     chain: bool,
+}
+
+/// The latency missions asked for, at `scale`'s sizes.
+fn cases(scale: &Scale, one_task: bool, fan_out: bool, chain: bool) -> Vec<Case> {
+    let runs = |n: usize| n.max(1);
+    let mut cases: Vec<Case> = Vec::new();
+    if one_task {
+        cases.push(Case {
+            name: "one-task mission".into(),
+            tasks: plans::independent(1),
+            runs: runs(scale.one_task_runs),
+            peers: ["2 ms", "2 ms", "3 ms"],
+            chain: false,
+        });
+    }
+    if fan_out {
+        cases.push(Case {
+            name: format!("fan-out {} + fan-in", scale.fan_out),
+            tasks: plans::fan_out(scale.fan_out),
+            runs: runs(scale.runs),
+            peers: ["40 ms", "160 ms", "430 ms"],
+            chain: false,
+        });
+    }
+    if chain {
+        cases.push(Case {
+            name: format!("chain of {}", scale.chain),
+            tasks: plans::chain(scale.chain),
+            runs: runs(scale.runs),
+            peers: ["25 ms", "90 ms", "155 ms"],
+            chain: true,
+        });
+    }
+    cases
 }
 
 /// The one-task round trip, the fan-out/fan-in and the chain, on one cluster.
@@ -257,9 +308,13 @@ pub async fn latency(
         format!("Latency ({sync})"),
         "one mission at a time with an explicit plan of `echo` tool calls; from just before the \
          request on `boss.missions` until the `FinalReport` arrives on a core NATS subscription \
-         (includes intake, planning, deployment, every task and the report). Repeated runs; \
-         nearest-rank percentiles. The multiples divide the p50 by the floor's request/reply p50 \
-         and by the hop floor (2 publish-acks + 1 CAS).",
+         (includes intake, planning, deployment, every task and the report). Repeated runs, each \
+         submitted once the previous mission is closed (its report page rendered and stored, its \
+         record updated), so no run shares the machine with the last one's report work; rows \
+         marked \"back to back\" submit each run as the previous report arrives, while the boss \
+         still renders and stores that report's page. Nearest-rank percentiles. The multiples \
+         divide the p50 by the floor's request/reply p50 and by the hop floor (2 publish-acks + \
+         1 CAS).",
         &[
             "scenario",
             "runs",
@@ -294,43 +349,25 @@ pub async fn latency(
             "chain: per hop",
         ],
     );
-    let runs = |n: usize| n.max(1);
-    let mut cases: Vec<Case> = Vec::new();
-    if one_task {
-        cases.push(Case {
-            name: "one-task mission".into(),
-            tasks: plans::independent(1),
-            runs: runs(scale.one_task_runs),
-            peers: ["2 ms", "2 ms", "3 ms"],
-            chain: false,
-        });
-    }
-    if fan_out {
-        cases.push(Case {
-            name: format!("fan-out {} + fan-in", scale.fan_out),
-            tasks: plans::fan_out(scale.fan_out),
-            runs: runs(scale.runs),
-            peers: ["40 ms", "160 ms", "430 ms"],
-            chain: false,
-        });
-    }
-    if chain {
-        cases.push(Case {
-            name: format!("chain of {}", scale.chain),
-            tasks: plans::chain(scale.chain),
-            runs: runs(scale.runs),
-            peers: ["25 ms", "90 ms", "155 ms"],
-            chain: true,
-        });
-    }
-    for Case {
-        name,
-        tasks,
-        runs: n,
-        peers: [target, ray, celery],
-        chain: is_chain,
-    } in cases
+    let cases = cases(scale, one_task, fan_out, chain);
+    let paced = cases
+        .into_iter()
+        .flat_map(|case| scale.pacing.iter().map(move |p| (case.clone(), *p)));
+    for (
+        Case {
+            name,
+            tasks,
+            runs: n,
+            peers: [target, ray, celery],
+            chain: is_chain,
+        },
+        pacing,
+    ) in paced
     {
+        let name = match pacing {
+            Pacing::Settled => name,
+            Pacing::BackToBack => format!("{name}, back to back"),
+        };
         let mut totals = Vec::new();
         let mut task_lat = Vec::new();
         let mut waits = Vec::new();
@@ -362,6 +399,10 @@ pub async fn latency(
             ends.extend(between(Some(report.completed_at), Some(run.arrived)));
             if is_chain {
                 chain_hops.extend(hops(report));
+            }
+            if pacing == Pacing::Settled {
+                let swarm_id = swarm_common::mission::swarm_id_for(req.mission_id.as_deref());
+                c.settle(&swarm_id, MISSION_TIMEOUT).await?;
             }
         }
         let s = Summary::of(totals).context("no runs")?;
@@ -404,6 +445,81 @@ pub async fn latency(
     }
     t.note(floor_note(floor));
     Ok(vec![t, detail])
+}
+
+/// The latency missions on two clusters at once, one built from binaries A
+/// and one from binaries B, a mission on each in turn (ABBA order), each
+/// submitted once the one before it on either cluster is closed. The host
+/// of a shared VM changes speed from one minute to the next; two missions
+/// run back to back see the same host, so the ratio of each pair's times
+/// says which build is faster where runs minutes apart cannot.
+pub async fn compare(
+    a: (&BenchCluster, &Floor),
+    b: (&BenchCluster, &Floor),
+    scale: &Scale,
+    one_task: bool,
+    fan_out: bool,
+    chain: bool,
+) -> anyhow::Result<Table> {
+    let sync = a.0.spec.sync;
+    let mut t = Table::new(
+        format!("A/B, mission by mission ({sync})"),
+        "two clusters side by side, A from the first binaries, B from the second (`--against`); \
+         each mission of the table in turn on A and on B, in ABBA order, each submitted once the \
+         one before it is closed (report page stored); p50 of each side's times, and the median \
+         of the ratios B / A of the pairs (two missions run one after the other, on the same host \
+         speed). The ping-pong column is each side's JetStream ping-pong floor.",
+        &[
+            "scenario",
+            "pairs",
+            "A p50",
+            "B p50",
+            "B / A, median of pairs",
+            "B faster in",
+            "ping-pong A / B",
+        ],
+    );
+    for case in cases(scale, one_task, fan_out, chain) {
+        let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        let mut ratios = Vec::new();
+        for i in 0..case.runs {
+            let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+            let mut pair = [0.0; 2];
+            for side in order {
+                let c = if side == 0 { a.0 } else { b.0 };
+                let req = plans::mission(&c.mission_id("ab"), "general", case.tasks.clone())?;
+                let run = c.run_mission_timed(&req, MISSION_TIMEOUT).await?;
+                ensure_completed(&run.report, &case.name)?;
+                let swarm_id = swarm_common::mission::swarm_id_for(req.mission_id.as_deref());
+                c.settle(&swarm_id, MISSION_TIMEOUT).await?;
+                pair[side] = ms(run.elapsed);
+                times[side].push(pair[side]);
+            }
+            ratios.push(pair[1] / pair[0]);
+        }
+        let faster = ratios.iter().filter(|r| **r < 1.0).count();
+        let n = ratios.len();
+        let [ta, tb] = times;
+        let (sa, sb, sr) = (
+            Summary::of(ta).context("no runs")?,
+            Summary::of(tb).context("no runs")?,
+            Summary::of(ratios).context("no runs")?,
+        );
+        t.row(vec![
+            case.name,
+            n.to_string(),
+            fmt_ms(sa.p50),
+            fmt_ms(sb.p50),
+            format!("{:.3}", sr.p50),
+            format!("{faster} of {n}"),
+            format!(
+                "{} / {}",
+                fmt_ms(a.1.ping_pong.p50),
+                fmt_ms(b.1.ping_pong.p50)
+            ),
+        ]);
+    }
+    Ok(t)
 }
 
 /// Many missions at once: tasks per second and task latency.

@@ -17,3 +17,54 @@ async fn the_quick_one_task_scenario_prints_its_figures() {
     assert!(text.contains("x RTT"), "{text}");
     eprintln!("smoke run took {:?}", started.elapsed());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_pacing_gets_its_rows() {
+    let args = Args::parse_from(["swarm-bench", "one-task", "--quick", "--sync", "default"]);
+    let tables = swarm_bench::run(&args, BuildPolicy::IfMissing)
+        .await
+        .unwrap();
+    let text: String = tables.iter().map(ToString::to_string).collect();
+    assert!(text.contains("| one-task mission "), "{text}");
+    assert!(text.contains("| one-task mission, back to back "), "{text}");
+    let args = Args::parse_from([
+        "swarm-bench",
+        "one-task",
+        "--quick",
+        "--sync",
+        "default",
+        "--pacing",
+        "settled",
+    ]);
+    let tables = swarm_bench::run(&args, BuildPolicy::IfMissing)
+        .await
+        .unwrap();
+    let text: String = tables.iter().map(ToString::to_string).collect();
+    assert!(text.contains("| one-task mission "), "{text}");
+    assert!(!text.contains("back to back |"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_build_compared_against_itself_gets_one_row_per_mission() {
+    let dir = swarm_bench::cluster::bin_dir(BuildPolicy::IfMissing).unwrap();
+    let dir = dir.to_str().unwrap();
+    let args = Args::parse_from([
+        "swarm-bench",
+        "one-task",
+        "chain",
+        "--quick",
+        "--sync",
+        "default",
+        "--against",
+        dir,
+    ]);
+    let tables = swarm_bench::run(&args, BuildPolicy::IfMissing)
+        .await
+        .unwrap();
+    assert_eq!(tables.len(), 1, "only the comparison runs");
+    let text = tables[0].to_string();
+    assert!(text.contains("A/B, mission by mission"), "{text}");
+    // --quick: one-task 5 runs, chain of 10 twice, so 5 and 2 pairs.
+    assert!(text.contains("| one-task mission | 5 "), "{text}");
+    assert!(text.contains("| chain of 10      | 2 "), "{text}");
+}
