@@ -37,8 +37,10 @@ pub struct ApprovalRecord {
     /// The worker asking.
     pub requested_by: String,
     /// When it asked.
+    #[serde(with = "crate::timestamp")]
     pub requested_at: DateTime<Utc>,
     /// When an unanswered request counts as denied.
+    #[serde(with = "crate::timestamp")]
     pub expires_at: DateTime<Utc>,
     /// Where it stands.
     pub status: ApprovalStatus,
@@ -64,6 +66,7 @@ pub struct InputRecord {
     /// The worker asking.
     pub asked_by: String,
     /// When it asked.
+    #[serde(with = "crate::timestamp")]
     pub asked_at: DateTime<Utc>,
     /// The answer, once given.
     #[serde(default)]
@@ -72,6 +75,6 @@ pub struct InputRecord {
     #[serde(default)]
     pub answered_by: Option<String>,
     /// When.
-    #[serde(default)]
+    #[serde(default, with = "crate::timestamp::option")]
     pub answered_at: Option<DateTime<Utc>>,
 }

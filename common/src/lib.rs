@@ -17,6 +17,7 @@ pub mod messages;
 pub mod mission;
 pub mod state;
 pub mod subjects;
+pub mod timestamp;
 pub mod validate;
 
 pub use codec::{Codec, CodecError};

@@ -200,6 +200,7 @@ pub struct Envelope<T> {
     /// Unique per message.
     pub message_id: String,
     /// When the sender made it.
+    #[serde(with = "crate::timestamp")]
     pub timestamp: DateTime<Utc>,
     /// The sending agent's id.
     pub sender_agent: String,
@@ -312,6 +313,7 @@ pub struct Header {
     /// See [`Envelope::message_id`].
     pub message_id: Option<String>,
     /// See [`Envelope::timestamp`].
+    #[serde(default, with = "crate::timestamp::option")]
     pub timestamp: Option<DateTime<Utc>>,
     /// See [`Envelope::sender_agent`].
     pub sender_agent: Option<String>,
@@ -340,8 +342,10 @@ pub struct SwarmDeployment {
     #[serde(default)]
     pub budget: MissionBudget,
     /// When the boss accepted the mission.
+    #[serde(with = "crate::timestamp")]
     pub accepted_at: DateTime<Utc>,
     /// When the swarm must be done.
+    #[serde(with = "crate::timestamp")]
     pub deadline: DateTime<Utc>,
 }
 
@@ -400,6 +404,7 @@ pub struct TaskAssignment {
     #[serde(default)]
     pub priority: u32,
     /// When the swarm must be done.
+    #[serde(with = "crate::timestamp")]
     pub deadline: DateTime<Utc>,
     /// What the output must satisfy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -479,8 +484,10 @@ pub struct ResultSubmission {
     /// The worker process that produced it.
     pub worker_id: String,
     /// When the worker started.
+    #[serde(with = "crate::timestamp")]
     pub started_at: DateTime<Utc>,
     /// When the worker finished.
+    #[serde(with = "crate::timestamp")]
     pub completed_at: DateTime<Utc>,
     /// The agent loop's steps.
     #[serde(default)]
@@ -543,13 +550,25 @@ pub struct TaskOutcome {
     /// Revisions asked for.
     pub revisions: u32,
     /// When it was first assigned.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::timestamp::option"
+    )]
     pub assigned_at: Option<DateTime<Utc>>,
     /// When a worker started the accepted version.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::timestamp::option"
+    )]
     pub started_at: Option<DateTime<Utc>>,
     /// When it ended.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::timestamp::option"
+    )]
     pub completed_at: Option<DateTime<Utc>>,
     /// Why it failed or was cancelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -580,8 +599,10 @@ pub struct FinalReport {
     #[serde(default)]
     pub metrics: BTreeMap<String, f64>,
     /// When the mission was accepted.
+    #[serde(with = "crate::timestamp")]
     pub started_at: DateTime<Utc>,
     /// When the swarm ended.
+    #[serde(with = "crate::timestamp")]
     pub completed_at: DateTime<Utc>,
 }
 
@@ -640,6 +661,7 @@ pub struct DeadLetter {
     /// The agent that recorded it.
     pub recorded_by: String,
     /// When.
+    #[serde(with = "crate::timestamp")]
     pub recorded_at: DateTime<Utc>,
 }
 

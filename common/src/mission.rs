@@ -300,8 +300,10 @@ pub struct MissionRecord {
     /// Where it is.
     pub status: MissionStatus,
     /// When it was accepted.
+    #[serde(with = "crate::timestamp")]
     pub accepted_at: DateTime<Utc>,
     /// When this record last changed.
+    #[serde(with = "crate::timestamp")]
     pub updated_at: DateTime<Utc>,
     /// The deployed plan.
     #[serde(default)]

@@ -50,13 +50,13 @@ pub struct TaskState {
     #[serde(default)]
     pub feedback: Vec<String>,
     /// When it was first assigned.
-    #[serde(default)]
+    #[serde(default, with = "crate::timestamp::option")]
     pub assigned_at: Option<DateTime<Utc>>,
     /// When a worker started the latest version.
-    #[serde(default)]
+    #[serde(default, with = "crate::timestamp::option")]
     pub started_at: Option<DateTime<Utc>>,
     /// When it ended.
-    #[serde(default)]
+    #[serde(default, with = "crate::timestamp::option")]
     pub completed_at: Option<DateTime<Utc>>,
     /// Stream sequence of the accepted `ResultSubmission`.
     #[serde(default)]
@@ -112,13 +112,16 @@ pub struct SwarmState {
     #[serde(default)]
     pub budget: crate::messages::MissionBudget,
     /// When the boss accepted the mission.
+    #[serde(with = "crate::timestamp")]
     pub accepted_at: DateTime<Utc>,
     /// When the manager took the deployment.
+    #[serde(with = "crate::timestamp")]
     pub started_at: DateTime<Utc>,
     /// When the swarm must be done.
+    #[serde(with = "crate::timestamp")]
     pub deadline: DateTime<Utc>,
     /// When it ended.
-    #[serde(default)]
+    #[serde(default, with = "crate::timestamp::option")]
     pub completed_at: Option<DateTime<Utc>>,
     /// Why it was cancelled, if it was.
     #[serde(default)]

@@ -593,7 +593,13 @@ async fn run_rounds(
         };
         let run = journal::with_journal(
             journal.clone(),
-            run_agent(provider.as_ref(), &ctx.tools, &task, &options, Some(events)),
+            Box::pin(run_agent(
+                provider.as_ref(),
+                &ctx.tools,
+                &task,
+                &options,
+                Some(events),
+            )),
         )
         .await;
         let mut outcome = run.outcome;
@@ -791,9 +797,10 @@ async fn work(
             }
         };
         let run = async {
-            let outcome =
-                tokio::time::timeout(ctx.task_timeout, run_rounds(ctx, env, task, delivered, &tx))
-                    .await;
+            // Boxed: the agent loop's future is tens of KiB, and each wrapper
+            // around it (timeout, join, select) would otherwise move it.
+            let rounds = Box::pin(run_rounds(ctx, env, task, delivered, &tx));
+            let outcome = tokio::time::timeout(ctx.task_timeout, rounds).await;
             drop(tx);
             outcome
         };
