@@ -151,10 +151,10 @@ pub fn task_started() {
 
 /// A worker finished a task attempt with `status` (`completed`, `failed`,
 /// ...) after `seconds`. Pair with [`task_started`].
-pub fn task_finished(status: &str, seconds: f64) {
+pub fn task_finished(status: &'static str, seconds: f64) {
     gauge!(TASKS_IN_FLIGHT).decrement(1.0);
-    counter!(TASKS_TOTAL, "status" => status.to_owned()).increment(1);
-    histogram!(TASK_DURATION, "status" => status.to_owned()).record(seconds.max(0.0));
+    counter!(TASKS_TOTAL, "status" => status).increment(1);
+    histogram!(TASK_DURATION, "status" => status).record(seconds.max(0.0));
 }
 
 /// A message of the durable `consumer` arrived for at least the second time

@@ -41,7 +41,7 @@ pub enum Entry {
 
 /// The journal of one attempt and revision of one task.
 pub struct Journal {
-    kv: kv::Store,
+    kv: Arc<kv::Store>,
     prefix: String,
     /// Entries of an earlier run not yet replayed, and the next step number.
     state: Mutex<(std::collections::VecDeque<Entry>, u64)>,
@@ -53,9 +53,11 @@ impl Journal {
     /// Opens the journal of `(swarm, task, attempt, revision)` and of the
     /// `round`-th answer to the task's questions (0 before any). With
     /// `load_earlier`, what an earlier delivery recorded is read for replay;
-    /// a first delivery has nothing there and skips the round trip.
+    /// a first delivery has nothing there and skips the round trip. The
+    /// bucket's handle is shared (a `kv::Store` clone copies its stream's
+    /// whole info).
     pub async fn open(
-        kv: kv::Store,
+        kv: impl Into<Arc<kv::Store>>,
         swarm_id: &str,
         task_id: &str,
         attempt: u32,
@@ -63,6 +65,7 @@ impl Journal {
         round: u32,
         load_earlier: bool,
     ) -> anyhow::Result<Arc<Journal>> {
+        let kv = kv.into();
         let prefix = format!("{swarm_id}.{task_id}.a{attempt}.r{revision}.i{round}");
         let mut earlier = std::collections::VecDeque::new();
         if load_earlier {

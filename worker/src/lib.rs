@@ -99,6 +99,8 @@ impl WorkerConfig {
 
 struct Ctx {
     infra: Infra,
+    /// The step journal's bucket, shared by every task's journal.
+    journal: Arc<jetstream::kv::Store>,
     a2ap: jetstream::stream::Stream,
     agent_id: String,
     /// The worker's tools, those with side effects journaled.
@@ -208,6 +210,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
     };
     let ctx = Arc::new(Ctx {
         consumer: subjects::worker_consumer(&config.pool),
+        journal: Arc::new(infra.journal.clone()),
         infra: infra.clone(),
         a2ap,
         agent_id: config.agent_id.clone(),
@@ -514,7 +517,7 @@ async fn context_items(ctx: &Ctx, a: &TaskAssignment) -> anyhow::Result<Vec<Cont
 /// ends any other way (cancelled, an error) is counted as `stopped`.
 struct InFlight {
     started: std::time::Instant,
-    status: Option<String>,
+    status: Option<&'static str>,
 }
 
 impl InFlight {
@@ -526,14 +529,23 @@ impl InFlight {
         }
     }
 
-    fn finish(&mut self, status: &str) {
-        self.status = Some(status.to_string());
+    fn finish(&mut self, status: TaskStatus) {
+        // The label values as they always were: the status's name in lower case.
+        self.status = Some(match status {
+            TaskStatus::Pending => "pending",
+            TaskStatus::Assigned => "assigned",
+            TaskStatus::InProgress => "inprogress",
+            TaskStatus::InputRequired => "inputrequired",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+        });
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let status = self.status.as_deref().unwrap_or("stopped");
+        let status = self.status.unwrap_or("stopped");
         swarm_runtime::metrics::task_finished(status, self.started.elapsed().as_secs_f64());
     }
 }
@@ -554,7 +566,7 @@ async fn run_rounds(
     let mut verdicts = Vec::new();
     loop {
         let journal = journal::Journal::open(
-            ctx.infra.journal.clone(),
+            ctx.journal.clone(),
             &env.swarm_id,
             &a.task_id,
             a.attempt,
@@ -864,7 +876,7 @@ async fn work(
             m("output_tokens"),
         );
     }
-    in_flight.finish(&format!("{status:?}").to_lowercase());
+    in_flight.finish(status);
     let submission = ResultSubmission {
         task_id: a.task_id.clone(),
         status,
