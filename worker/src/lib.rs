@@ -343,6 +343,11 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message) {
         tokio::pin!(work);
         loop {
             tokio::select! {
+                // The work first: a tool call is often done in its first
+                // poll, and then no timer is armed for it at all (arming one
+                // wakes the runtime's driver, a system call and an extra
+                // turn of the event loop).
+                biased;
                 outcome = &mut work => break outcome,
                 _ = ticks.tick() => {
                     let _ = msg.ack_with(AckKind::Progress).await;
