@@ -13,7 +13,11 @@ reading the ratio of each pair's p50s:
     python3 bench/scripts/ab.py --pairs 10 --runs 40 chain /tmp/a /tmp/b
 
 `--a-args` and `--b-args` add harness options to one side only, so one
-build can be compared with itself under two methods (e.g. `--a-args=--back-to-back`).
+build can be compared with itself under two methods (e.g.
+`--a-args="--pacing back-to-back"`); `--a-env` and `--b-env` set
+environment variables of one side's processes, nats-server included (e.g.
+`--b-env GOGC=400`). For two builds, `swarm-bench --against DIR` (mission
+by mission on two clusters side by side) reads far smaller differences.
 
 It prints each turn's p50 as it comes, then the median of each side, the
 median of the per-pair ratios (B / A) and in how many pairs B was faster.
@@ -35,11 +39,11 @@ ROWS = {
 }
 
 
-def p50(scenario, runs, bin_dir, bench, env, extra):
+def p50(scenario, runs, bin_dir, bench, env, extra, side_env):
     """Runs one turn and returns its p50 in ms, read off the latency table."""
     out = subprocess.run(
         [bench, scenario, "--sync", "default", "--runs", str(runs), "--no-build"] + extra,
-        env=dict(env, SWARM_BIN_DIR=bin_dir),
+        env=dict(env, SWARM_BIN_DIR=bin_dir, **side_env),
         capture_output=True,
         text=True,
         check=True,
@@ -62,6 +66,10 @@ def main():
     ap.add_argument("--bench", default="target/release/swarm-bench")
     ap.add_argument("--a-args", default="", help="extra harness options for side A")
     ap.add_argument("--b-args", default="", help="extra harness options for side B")
+    ap.add_argument("--a-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="environment of side A's harness and everything it starts (nats-server too)")
+    ap.add_argument("--b-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="the same for side B")
     args = ap.parse_args()
     env = dict(os.environ)
     if "NATS_SERVER_BIN" not in env:
@@ -69,6 +77,10 @@ def main():
             ["bash", "deploy/nats-server.sh"], capture_output=True, text=True, check=True
         ).stdout.strip()
     side = {"A": (args.a, shlex.split(args.a_args)), "B": (args.b, shlex.split(args.b_args))}
+    side_env = {
+        "A": dict(kv.split("=", 1) for kv in args.a_env),
+        "B": dict(kv.split("=", 1) for kv in args.b_env),
+    }
     sides = {"A": [], "B": []}
     ratios = []
     for i in range(args.pairs):
@@ -76,7 +88,7 @@ def main():
         got = {}
         for k in order:
             d, extra = side[k]
-            got[k] = p50(args.scenario, args.runs, d, args.bench, env, extra)
+            got[k] = p50(args.scenario, args.runs, d, args.bench, env, extra, side_env[k])
             sides[k].append(got[k])
             print("pair %d  %s %-24s %8.2f ms" % (i + 1, k, d + " " + " ".join(extra), got[k]), flush=True)
         ratios.append(got["B"] / got["A"])
