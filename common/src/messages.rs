@@ -247,12 +247,25 @@ impl<T: Payload> Envelope<T> {
     /// Decodes a message and checks that it is of this type and of a protocol
     /// version this build reads.
     ///
-    /// Two passes over the bytes, neither of which copies the other's fields:
-    /// the envelope's fields (skipping the payload's), then the payload's
-    /// (skipping the envelope's). The derived decoder of the flattened
-    /// struct buffers every field in a generic tree first, at three times
-    /// the cost (`cargo bench -p swarm-bench --bench codec`).
+    /// One pass over the bytes that keeps the envelope's fields and hands the
+    /// others to the payload's deserializer; what it cannot take goes
+    /// through two passes (the envelope's fields, skipping the payload's,
+    /// then the payload's), which judge type and version first. The derived
+    /// decoder of the flattened struct buffers every field in a generic tree
+    /// first, at three times the cost (`cargo bench -p swarm-bench --bench
+    /// codec`). A payload field may not share a name with an envelope field
+    /// (on the wire they would be one field).
     pub fn decode(codec: Codec, bytes: &[u8]) -> Result<Self, ErrorBody> {
+        // The usual case in one pass: the envelope's fields taken as they
+        // come, the others handed straight to the payload's deserializer.
+        // Anything it does not read whole, or reads as another type or
+        // version, is decoded again in the two passes below, so every
+        // message that is refused is refused for the same reason as before.
+        if let Ok(one) = codec.decode::<one_pass::OnePass<T>>(bytes)
+            && let Some(envelope) = one.envelope()
+        {
+            return Ok(envelope);
+        }
         // The header is checked first, so that a message of an unknown
         // version or another type is refused for that reason rather than for
         // a field the payload type happens to miss.
@@ -297,6 +310,282 @@ impl<T: Payload> Envelope<T> {
             swarm_id: required("swarm_id", head.swarm_id)?,
             body,
         })
+    }
+}
+
+/// The single-pass decode of [`Envelope::decode`]: a map visitor that keeps
+/// the envelope's fields and passes every other field on to the payload's
+/// own deserializer, as if they were all there was.
+mod one_pass {
+    use std::fmt;
+    use std::marker::PhantomData;
+
+    use chrono::{DateTime, Utc};
+    use serde::de::{self, DeserializeOwned, DeserializeSeed, MapAccess, Visitor};
+    use serde::{Deserialize, Deserializer};
+
+    use super::{Envelope, MessageType, Payload};
+
+    #[derive(Deserialize)]
+    #[serde(transparent)]
+    struct Timestamp(#[serde(with = "crate::timestamp")] DateTime<Utc>);
+
+    /// The envelope's fields as far as they were present.
+    #[derive(Default)]
+    struct Head {
+        protocol_version: Option<String>,
+        message_type: Option<MessageType>,
+        message_id: Option<String>,
+        timestamp: Option<DateTime<Utc>>,
+        sender_agent: Option<String>,
+        recipient_agent: Option<String>,
+        correlation_id: Option<String>,
+        swarm_id: Option<String>,
+    }
+
+    /// A message read in one pass.
+    pub(super) struct OnePass<T> {
+        head: Head,
+        body: T,
+    }
+
+    impl<T: Payload> OnePass<T> {
+        /// The envelope, if every field is there and it is of this type and
+        /// of a version this build reads.
+        pub(super) fn envelope(self) -> Option<Envelope<T>> {
+            let h = self.head;
+            let version = h.protocol_version?;
+            let message_type = h.message_type?;
+            (crate::protocol_supported(&version) && message_type == T::MESSAGE_TYPE)
+                .then_some(())?;
+            Some(Envelope {
+                protocol_version: version,
+                message_type,
+                message_id: h.message_id?,
+                timestamp: h.timestamp?,
+                sender_agent: h.sender_agent?,
+                recipient_agent: h.recipient_agent?,
+                correlation_id: h.correlation_id?,
+                swarm_id: h.swarm_id?,
+                body: self.body,
+            })
+        }
+    }
+
+    impl<'de, T: DeserializeOwned> Deserialize<'de> for OnePass<T> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_map(Whole(PhantomData))
+        }
+    }
+
+    struct Whole<T>(PhantomData<T>);
+
+    impl<'de, T: DeserializeOwned> Visitor<'de> for Whole<T> {
+        type Value = OnePass<T>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an A2AP message")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            let mut head = Head::default();
+            let body = T::deserialize(Rest {
+                map,
+                head: &mut head,
+            })?;
+            Ok(OnePass { head, body })
+        }
+    }
+
+    /// The message's map less the envelope's fields, as a deserializer of
+    /// its own for the payload.
+    struct Rest<'a, A> {
+        map: A,
+        head: &'a mut Head,
+    }
+
+    impl<'de, A: MapAccess<'de>> Deserializer<'de> for Rest<'_, A> {
+        type Error = A::Error;
+
+        fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, A::Error> {
+            visitor.visit_map(self)
+        }
+
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+            bytes byte_buf option unit unit_struct newtype_struct seq tuple
+            tuple_struct map struct enum identifier ignored_any
+        }
+    }
+
+    /// A key as the format gives it: borrowed from the input or owned.
+    enum Key<'de> {
+        Borrowed(&'de str),
+        Owned(String),
+    }
+
+    impl<'de> Deserialize<'de> for Key<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct K;
+            impl<'de> Visitor<'de> for K {
+                type Value = Key<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a field name")
+                }
+                fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                    Ok(Key::Borrowed(v))
+                }
+                fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                    Ok(Key::Owned(v.to_owned()))
+                }
+                fn visit_string<E: de::Error>(self, v: String) -> Result<Key<'de>, E> {
+                    Ok(Key::Owned(v))
+                }
+            }
+            d.deserialize_str(K)
+        }
+    }
+
+    impl<'de, A: MapAccess<'de>> MapAccess<'de> for Rest<'_, A> {
+        type Error = A::Error;
+
+        fn next_key_seed<K: DeserializeSeed<'de>>(
+            &mut self,
+            seed: K,
+        ) -> Result<Option<K::Value>, A::Error> {
+            fn take<'de, A: MapAccess<'de>, V: Deserialize<'de>>(
+                map: &mut A,
+                slot: &mut Option<V>,
+                name: &'static str,
+            ) -> Result<(), A::Error> {
+                if slot.is_some() {
+                    return Err(de::Error::duplicate_field(name));
+                }
+                *slot = Some(map.next_value()?);
+                Ok(())
+            }
+            loop {
+                let Some(key) = self.map.next_key::<Key<'de>>()? else {
+                    return Ok(None);
+                };
+                let name = match &key {
+                    Key::Borrowed(s) => *s,
+                    Key::Owned(s) => s.as_str(),
+                };
+                let (map, h) = (&mut self.map, &mut *self.head);
+                match name {
+                    "protocol_version" => take(map, &mut h.protocol_version, "protocol_version")?,
+                    "message_type" => take(map, &mut h.message_type, "message_type")?,
+                    "message_id" => take(map, &mut h.message_id, "message_id")?,
+                    "timestamp" => {
+                        let mut t: Option<Timestamp> = h.timestamp.map(Timestamp);
+                        take(map, &mut t, "timestamp")?;
+                        h.timestamp = t.map(|t| t.0);
+                    }
+                    "sender_agent" => take(map, &mut h.sender_agent, "sender_agent")?,
+                    "recipient_agent" => take(map, &mut h.recipient_agent, "recipient_agent")?,
+                    "correlation_id" => take(map, &mut h.correlation_id, "correlation_id")?,
+                    "swarm_id" => take(map, &mut h.swarm_id, "swarm_id")?,
+                    _ => {
+                        return match key {
+                            Key::Borrowed(s) => seed
+                                .deserialize(de::value::BorrowedStrDeserializer::new(s))
+                                .map(Some),
+                            Key::Owned(s) => seed
+                                .deserialize(de::value::StringDeserializer::new(s))
+                                .map(Some),
+                        };
+                    }
+                }
+            }
+        }
+
+        fn next_value_seed<V: DeserializeSeed<'de>>(
+            &mut self,
+            seed: V,
+        ) -> Result<V::Value, A::Error> {
+            self.map.next_value_seed(seed)
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #![allow(clippy::unwrap_used)]
+
+        use super::*;
+        use crate::{Codec, Control, ErrorBody, ErrorCode, ErrorMessage};
+
+        fn messages() -> (Envelope<Control>, Envelope<ErrorMessage>) {
+            let cancel = Envelope::new(
+                "boss",
+                "manager",
+                "s1",
+                "s1",
+                Control::Cancel {
+                    reason: "asked".into(),
+                },
+            );
+            let error = Envelope::new(
+                "worker-1",
+                "manager",
+                "s1",
+                "t1",
+                ErrorMessage {
+                    task_id: Some("t1".into()),
+                    attempt: Some(2),
+                    error: ErrorBody::new(ErrorCode::Timeout, "too slow"),
+                },
+            );
+            (cancel, error)
+        }
+
+        #[test]
+        fn the_usual_message_is_read_in_one_pass_as_the_two_passes_read_it() {
+            let (cancel, error) = messages();
+            for codec in [Codec::MsgPack, Codec::Json] {
+                let bytes = cancel.encode(codec).unwrap();
+                let one = codec.decode::<OnePass<Control>>(&bytes).unwrap();
+                assert_eq!(one.envelope().unwrap(), cancel);
+                let bytes = error.encode(codec).unwrap();
+                let one = codec.decode::<OnePass<ErrorMessage>>(&bytes).unwrap();
+                assert_eq!(one.envelope().unwrap(), error);
+                assert_eq!(
+                    Envelope::<ErrorMessage>::decode(codec, &bytes).unwrap(),
+                    error
+                );
+            }
+        }
+
+        #[test]
+        fn what_one_pass_cannot_take_is_refused_as_before() {
+            let (cancel, _) = messages();
+            let json = String::from_utf8(cancel.encode(Codec::Json).unwrap()).unwrap();
+            // Another type: no envelope from the one pass; the two passes name the type.
+            let bytes = cancel.encode(Codec::Json).unwrap();
+            let one = Codec::Json.decode::<OnePass<ErrorMessage>>(&bytes);
+            assert!(one.map_or(true, |o| o.envelope().is_none()));
+            let e = Envelope::<ErrorMessage>::decode(Codec::Json, &bytes).unwrap_err();
+            assert_eq!(e.code, ErrorCode::ValidationFailed, "{}", e.message);
+            // An envelope field twice: refused by both.
+            let twice = json.replacen(
+                "\"swarm_id\":\"s1\"",
+                "\"swarm_id\":\"s1\",\"swarm_id\":\"s2\"",
+                1,
+            );
+            assert_ne!(twice, json);
+            assert!(
+                Codec::Json
+                    .decode::<OnePass<Control>>(twice.as_bytes())
+                    .is_err()
+            );
+            let e = Envelope::<Control>::decode(Codec::Json, twice.as_bytes()).unwrap_err();
+            assert_eq!(e.code, ErrorCode::DecodeFailed, "{}", e.message);
+            // A missing envelope field: named.
+            let missing = json.replacen("\"sender_agent\":\"boss\",", "", 1);
+            assert_ne!(missing, json);
+            let e = Envelope::<Control>::decode(Codec::Json, missing.as_bytes()).unwrap_err();
+            assert!(e.message.contains("sender_agent"), "{}", e.message);
+        }
     }
 }
 
