@@ -438,15 +438,9 @@ impl BenchCluster {
                 reply.swarm_id
             );
         }
-        let arrival = tokio::time::timeout(timeout, report)
-            .await
-            .map_err(|_| {
-                anyhow::anyhow!(
-                    "no report for {swarm_id} within {timeout:?}\n{}",
-                    self.local.log_tails(20)
-                )
-            })?
-            .context("the report subscription ended")?;
+        let arrival = self
+            .within(timeout, report, || format!("no report for {swarm_id}"))
+            .await?;
         Ok(MissionRun {
             elapsed: arrival.at.duration_since(start),
             submitted,
@@ -458,15 +452,30 @@ impl BenchCluster {
     /// Waits until the boss has closed the record of `swarm_id` (its report
     /// rendered and stored, or its planning failed).
     pub async fn settle(&self, swarm_id: &str, timeout: Duration) -> anyhow::Result<()> {
-        tokio::time::timeout(timeout, self.settled.expect(swarm_id))
+        self.within(timeout, self.settled.expect(swarm_id), || {
+            format!("the record of {swarm_id} was not closed")
+        })
+        .await
+    }
+
+    /// What a mailbox hands over within `timeout`; otherwise an error that
+    /// says what did not come, with the tails of the roles' logs.
+    async fn within<T>(
+        &self,
+        timeout: Duration,
+        value: oneshot::Receiver<T>,
+        what: impl FnOnce() -> String,
+    ) -> anyhow::Result<T> {
+        tokio::time::timeout(timeout, value)
             .await
             .map_err(|_| {
                 anyhow::anyhow!(
-                    "the record of {swarm_id} was not closed within {timeout:?}\n{}",
+                    "{} within {timeout:?}\n{}",
+                    what(),
                     self.local.log_tails(20)
                 )
             })?
-            .context("the record subscription ended")
+            .context("the subscription feeding it ended")
     }
 
     /// Resident memory of the manager processes, in bytes.
