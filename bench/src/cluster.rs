@@ -209,6 +209,8 @@ pub struct Arrival {
 /// One mission from submission to report.
 #[derive(Debug)]
 pub struct MissionRun {
+    /// The swarm the mission ran as.
+    pub swarm_id: String,
     /// From just before the request to the report's arrival (monotonic clock).
     pub elapsed: Duration,
     /// Wall clock just before the request.
@@ -442,6 +444,7 @@ impl BenchCluster {
             .within(timeout, report, || format!("no report for {swarm_id}"))
             .await?;
         Ok(MissionRun {
+            swarm_id,
             elapsed: arrival.at.duration_since(start),
             submitted,
             arrived: arrival.wall,

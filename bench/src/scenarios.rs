@@ -401,8 +401,7 @@ pub async fn latency(
                 chain_hops.extend(hops(report));
             }
             if pacing == Pacing::Settled {
-                let swarm_id = swarm_common::mission::swarm_id_for(req.mission_id.as_deref());
-                c.settle(&swarm_id, MISSION_TIMEOUT).await?;
+                c.settle(&run.swarm_id, MISSION_TIMEOUT).await?;
             }
         }
         let s = Summary::of(totals).context("no runs")?;
@@ -490,8 +489,7 @@ pub async fn compare(
                 let req = plans::mission(&c.mission_id("ab"), "general", case.tasks.clone())?;
                 let run = c.run_mission_timed(&req, MISSION_TIMEOUT).await?;
                 ensure_completed(&run.report, &case.name)?;
-                let swarm_id = swarm_common::mission::swarm_id_for(req.mission_id.as_deref());
-                c.settle(&swarm_id, MISSION_TIMEOUT).await?;
+                c.settle(&run.swarm_id, MISSION_TIMEOUT).await?;
                 pair[side] = ms(run.elapsed);
                 times[side].push(pair[side]);
             }

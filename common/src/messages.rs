@@ -336,7 +336,7 @@ mod one_pass {
         protocol_version: Option<String>,
         message_type: Option<MessageType>,
         message_id: Option<String>,
-        timestamp: Option<DateTime<Utc>>,
+        timestamp: Option<Timestamp>,
         sender_agent: Option<String>,
         recipient_agent: Option<String>,
         correlation_id: Option<String>,
@@ -362,7 +362,7 @@ mod one_pass {
                 protocol_version: version,
                 message_type,
                 message_id: h.message_id?,
-                timestamp: h.timestamp?,
+                timestamp: h.timestamp?.0,
                 sender_agent: h.sender_agent?,
                 recipient_agent: h.recipient_agent?,
                 correlation_id: h.correlation_id?,
@@ -477,11 +477,7 @@ mod one_pass {
                     "protocol_version" => take(map, &mut h.protocol_version, "protocol_version")?,
                     "message_type" => take(map, &mut h.message_type, "message_type")?,
                     "message_id" => take(map, &mut h.message_id, "message_id")?,
-                    "timestamp" => {
-                        let mut t: Option<Timestamp> = h.timestamp.map(Timestamp);
-                        take(map, &mut t, "timestamp")?;
-                        h.timestamp = t.map(|t| t.0);
-                    }
+                    "timestamp" => take(map, &mut h.timestamp, "timestamp")?,
                     "sender_agent" => take(map, &mut h.sender_agent, "sender_agent")?,
                     "recipient_agent" => take(map, &mut h.recipient_agent, "recipient_agent")?,
                     "correlation_id" => take(map, &mut h.correlation_id, "correlation_id")?,
