@@ -86,15 +86,29 @@ pub async fn watch(
         .get_stream(subjects::A2AP_STREAM)
         .await
         .context("opening the A2AP stream (is the cluster set up?)")?;
-    let consumer = stream
-        .create_consumer(pull::OrderedConfig {
-            filter_subject: subjects::swarm_events(swarm_id),
-            deliver_policy: DeliverPolicy::All,
-            ..Default::default()
+    // A cluster that has just formed (or lost a node) can time out the
+    // consumer's creation while its meta leader settles: such faults are
+    // retried, anything else is reported at once.
+    let follow = || async {
+        let consumer = stream
+            .create_consumer(pull::OrderedConfig {
+                filter_subject: subjects::swarm_events(swarm_id),
+                deliver_policy: DeliverPolicy::All,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| FollowFault {
+                transient: transient_consumer_fault(e.kind()),
+                error: e.into(),
+            })?;
+        consumer.messages().await.map_err(|e| FollowFault {
+            transient: true,
+            error: e.into(),
         })
+    };
+    let mut messages = swarm_runtime::retry::retry(follow, |f| f.transient)
         .await
-        .context("following the swarm")?;
-    let mut messages = consumer.messages().await.context("following the swarm")?;
+        .map_err(|f| f.error.context("following the swarm"))?;
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let next = tokio::time::timeout_at(deadline, messages.next())
@@ -103,7 +117,17 @@ pub async fn watch(
         let Some(msg) = next else {
             bail!("the swarm's message stream ended");
         };
-        let msg = msg.context("following the swarm")?;
+        // The ordered consumer recreates itself after a missed heartbeat or a
+        // lost consumer (a node of a cluster restarting) and yields the fault
+        // on the way: the watch goes on until its deadline.
+        let msg = match msg {
+            Ok(msg) => msg,
+            Err(e) => {
+                tracing::warn!(error = %e, %swarm_id, "following the swarm: resuming");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
         let headers = msg.headers.as_ref();
         let update = match Subject::parse(&msg.subject) {
             Some(Subject::Progress { .. }) => {
@@ -137,6 +161,31 @@ pub async fn watch(
             }
             _ => {}
         }
+    }
+}
+
+/// Why a watch could not start following its swarm, and whether trying again
+/// may help.
+struct FollowFault {
+    transient: bool,
+    error: anyhow::Error,
+}
+
+impl std::fmt::Display for FollowFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.error)
+    }
+}
+
+/// Whether a consumer's creation failed for a reason that passes once a
+/// cluster settles: a request that timed out or found no responder, or the
+/// server answering that JetStream is not available yet (a 5xx status).
+fn transient_consumer_fault(kind: jetstream::stream::ConsumerErrorKind) -> bool {
+    use jetstream::stream::ConsumerErrorKind as Kind;
+    match kind {
+        Kind::TimedOut | Kind::Request => true,
+        Kind::JetStream(e) => e.code() >= 500,
+        _ => false,
     }
 }
 
