@@ -398,3 +398,26 @@ pub async fn answer(
         .context("the question changed meanwhile; look again")?;
     Ok(record)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jetstream::stream::ConsumerErrorKind as Kind;
+
+    #[test]
+    fn a_timed_out_or_unanswered_consumer_request_is_retried_and_a_refusal_is_not() {
+        assert!(transient_consumer_fault(Kind::TimedOut));
+        assert!(transient_consumer_fault(Kind::Request));
+        assert!(!transient_consumer_fault(Kind::InvalidName));
+        assert!(!transient_consumer_fault(Kind::InvalidConsumerType));
+        assert!(!transient_consumer_fault(Kind::Other));
+        // The server's own answers, as it words them.
+        let answer = |json: &str| Kind::JetStream(serde_json::from_str(json).unwrap());
+        assert!(transient_consumer_fault(answer(
+            r#"{"code":503,"err_code":10008,"description":"JetStream system temporarily unavailable"}"#
+        )));
+        assert!(!transient_consumer_fault(answer(
+            r#"{"code":400,"err_code":10059,"description":"stream not found"}"#
+        )));
+    }
+}

@@ -1,0 +1,229 @@
+//! The return leg of a hop, four ways: is a result faster to the manager by
+//! anything other than the manager's consumer?
+//!
+//! `cargo run --release -p swarm-bench --example legs [-- <blocks>]` starts a
+//! nats-server (the dev configuration, its own store) and one ponger process
+//! per way. Each round trip is a ping stored in a stream and pulled by the
+//! ponger's consumer (as an assignment reaches a worker), and a pong back
+//! (as a result reaches the manager):
+//!
+//! - `consumer`: the pong is stored and pulled by the pinger's consumer
+//!   (Swarm's result path; the JetStream ping-pong of the floor);
+//! - `republish`: the pong is stored and the stream's `RePublish` sends it on
+//!   to a core subscription of the pinger, which also pulls and acks the
+//!   consumer's copy (as a manager would have to);
+//! - `direct`: the ponger stores the pong and sends a core copy to the
+//!   pinger, which acts on the copy and also pulls and acks the stored one;
+//! - `core`: the pong is a core message only (not durable: the bound).
+//!
+//! Each figure is the time from the ping's publish until the first copy of
+//! its pong arrives. The ways take turns in blocks of 300 round trips, in
+//! ABCD then DCBA order, so each sees the same host speed; it prints each
+//! way's p50 and p90 and the median over blocks of its ratio to `consumer`.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use async_nats::jetstream::{self, consumer::AckPolicy, consumer::pull, stream};
+use bytes::Bytes;
+use futures::StreamExt;
+
+/// About the size of an `echo` task's assignment on the wire.
+const PAYLOAD: usize = 700;
+/// Round trips per block, the first [`WARM`] of them not counted.
+const PER_BLOCK: usize = 300;
+const WARM: usize = 20;
+const STREAM: &str = "LEGS";
+const WAYS: [&str; 4] = ["consumer", "republish", "direct", "core"];
+/// Where the pingers' core copies arrive.
+const DIRECT: &str = "legs.direct-copy";
+const REPUBLISHED: &str = "republished.legs.republish.pong";
+
+async fn pull_stream(
+    js: &jetstream::Context,
+    name: &str,
+    subject: String,
+) -> anyhow::Result<pull::Stream> {
+    let consumer = js
+        .get_stream(STREAM)
+        .await?
+        .create_consumer(pull::Config {
+            durable_name: Some(name.into()),
+            filter_subject: subject,
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .with_context(|| format!("creating the consumer {name}"))?;
+    Ok(consumer.messages().await?)
+}
+
+/// Answers each ping of `way` the way it names, until killed.
+async fn pong(url: &str, way: &str) -> anyhow::Result<()> {
+    let client = async_nats::connect(url).await?;
+    let js = jetstream::new(client.clone());
+    let mut pings = pull_stream(&js, &format!("ponger-{way}"), format!("legs.{way}.ping")).await?;
+    while let Some(msg) = pings.next().await {
+        let msg = msg.map_err(|e| anyhow::anyhow!("pulling a ping: {e}"))?;
+        if way != "core" {
+            // Stored without waiting for the server's answer, as a worker
+            // hands over its result.
+            client
+                .publish(format!("legs.{way}.pong"), msg.payload.clone())
+                .await?;
+        }
+        if way == "direct" || way == "core" {
+            client.publish(DIRECT, msg.payload.clone()).await?;
+        }
+        msg.ack().await.map_err(|e| anyhow::anyhow!("ack: {e}"))?;
+    }
+    Ok(())
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)]
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+async fn ping(blocks: usize) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let nats = swarm_cli::local::NatsProcess::start(
+        &swarm_cli::local::nats_server_bin()?,
+        Some(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../nats.conf"
+        ))),
+        None,
+        &dir.path().join("store"),
+        &dir.path().join("nats.log"),
+    )?;
+    let url = nats.url();
+    let client = async_nats::connect(&url).await?;
+    let js = jetstream::new(client.clone());
+    js.create_stream(stream::Config {
+        name: STREAM.into(),
+        subjects: vec!["legs.*.ping".into(), "legs.*.pong".into()],
+        storage: stream::StorageType::File,
+        republish: Some(stream::Republish {
+            source: "legs.republish.pong".into(),
+            destination: REPUBLISHED.into(),
+            headers_only: false,
+        }),
+        ..Default::default()
+    })
+    .await
+    .context("creating the stream")?;
+    let exe = std::env::current_exe()?;
+    let mut pongers = Vec::new();
+    for way in WAYS {
+        pongers.push(
+            std::process::Command::new(&exe)
+                .args(["--pong", &url, way])
+                .spawn()?,
+        );
+    }
+    let mut stored = Vec::new();
+    for way in WAYS {
+        stored.push(pull_stream(&js, &format!("pinger-{way}"), format!("legs.{way}.pong")).await?);
+    }
+    let mut republished = client.subscribe(REPUBLISHED).await?;
+    let mut direct = client.subscribe(DIRECT).await?;
+    client.flush().await?;
+    // The pongers' consumers exist once each has answered a ping.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let payload = Bytes::from(vec![b'x'; PAYLOAD]);
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); WAYS.len()];
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); WAYS.len()];
+    let next = async |s: &mut pull::Stream| -> anyhow::Result<jetstream::Message> {
+        tokio::time::timeout(Duration::from_secs(10), s.next())
+            .await
+            .context("no pong within 10 s")?
+            .context("the pong stream ended")?
+            .map_err(|e| anyhow::anyhow!("pulling a pong: {e}"))
+    };
+    for block in 0..blocks {
+        let mut medians = [0.0; WAYS.len()];
+        for turn in 0..WAYS.len() {
+            let k = if block % 2 == 0 {
+                turn
+            } else {
+                WAYS.len() - 1 - turn
+            };
+            let way = WAYS[k];
+            let mut block_samples = Vec::with_capacity(PER_BLOCK);
+            for i in 0..PER_BLOCK {
+                let start = Instant::now();
+                let ack = js
+                    .publish(format!("legs.{way}.ping"), payload.clone())
+                    .await?;
+                // The time until the first copy arrives; then the stored copy
+                // is taken and acked as the manager would.
+                let (elapsed, stored_copy) = match way {
+                    "consumer" => {
+                        let m = next(&mut stored[k]).await?;
+                        (start.elapsed(), Some(m))
+                    }
+                    "republish" => {
+                        republished.next().await.context("republished")?;
+                        (start.elapsed(), Some(next(&mut stored[k]).await?))
+                    }
+                    "direct" => {
+                        direct.next().await.context("direct copy")?;
+                        (start.elapsed(), Some(next(&mut stored[k]).await?))
+                    }
+                    _ => {
+                        direct.next().await.context("core pong")?;
+                        (start.elapsed(), None)
+                    }
+                };
+                if let Some(m) = stored_copy {
+                    m.ack().await.map_err(|e| anyhow::anyhow!("ack: {e}"))?;
+                }
+                ack.await.context("ping not stored")?;
+                if i >= WARM {
+                    block_samples.push(elapsed.as_secs_f64() * 1e3);
+                }
+            }
+            medians[k] = median(block_samples.clone());
+            samples[k].extend(block_samples);
+        }
+        for k in 0..WAYS.len() {
+            ratios[k].push(medians[k] / medians[0]);
+        }
+    }
+    println!(
+        "Return leg, {blocks} blocks of {} round trips per way (ping stored and pulled, then the pong):\n",
+        PER_BLOCK - WARM
+    );
+    println!("| pong by | p50 | p90 | / consumer, median of blocks |");
+    println!("|---|---|---|---|");
+    for (k, way) in WAYS.iter().enumerate() {
+        let s = &mut samples[k];
+        s.sort_by(f64::total_cmp);
+        println!(
+            "| {way} | {:.3} ms | {:.3} ms | {:.3} |",
+            percentile(s, 0.5),
+            percentile(s, 0.9),
+            median(ratios[k].clone())
+        );
+    }
+    for mut p in pongers {
+        let _ = p.kill();
+        let _ = p.wait();
+    }
+    drop(nats);
+    Ok(())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("--pong") => pong(&args[1], &args[2]).await,
+        blocks => ping(blocks.and_then(|b| b.parse().ok()).unwrap_or(10)).await,
+    }
+}
