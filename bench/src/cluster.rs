@@ -66,6 +66,8 @@ pub struct ClusterSpec {
     pub workers: usize,
     /// Extra environment for every role.
     pub env: Vec<(String, String)>,
+    /// Extra environment for the nats-server (after its local defaults).
+    pub nats_env: Vec<(String, String)>,
 }
 
 impl ClusterSpec {
@@ -76,6 +78,7 @@ impl ClusterSpec {
             managers: 2,
             workers: 2,
             env: Vec::new(),
+            nats_env: Vec::new(),
         }
     }
 
@@ -326,6 +329,7 @@ impl BenchCluster {
         opts.workspace_root = workspace;
         opts.nats_conf = Some(nats_conf(spec.sync, dir.path())?);
         opts.extra_env = spec.env.clone();
+        opts.nats_env = spec.nats_env.clone();
         // Warnings only: a log line per task would be part of what is measured.
         if std::env::var_os("RUST_LOG").is_none() {
             opts.extra_env.push(("RUST_LOG".into(), "warn".into()));

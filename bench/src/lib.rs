@@ -103,6 +103,14 @@ pub struct Args {
     /// e.g. `--env SWARM_WORKER_CONCURRENCY=32`.
     #[arg(long = "env", value_parser = parse_env)]
     pub env: Vec<(String, String)>,
+    /// Extra environment for every nats-server, `KEY=VALUE` (repeatable),
+    /// after the local cluster's defaults, e.g. `--nats-env GOMAXPROCS=2`.
+    #[arg(long = "nats-env", value_parser = parse_env)]
+    pub nats_env: Vec<(String, String)>,
+    /// With `--against`: extra environment for B's nats-server only, after
+    /// `--nats-env` (to compare server settings on the same binaries).
+    #[arg(long = "b-nats-env", value_parser = parse_env, requires = "against")]
+    pub b_nats_env: Vec<(String, String)>,
     /// How latency runs follow each other: `settled` (each once the previous
     /// mission is closed, its report page stored), `back-to-back` (each as
     /// the previous report arrives, while the boss still works on its page),
@@ -160,6 +168,7 @@ impl Args {
         spec.managers = self.managers.max(1);
         spec.workers = self.workers.max(1);
         spec.env.extend(self.env.iter().cloned());
+        spec.nats_env.extend(self.nats_env.iter().cloned());
         spec
     }
 
@@ -219,7 +228,20 @@ pub async fn run(args: &Args, build: BuildPolicy) -> anyhow::Result<Vec<Table>> 
         bin_dir.display()
     );
     if let Some(other) = &args.against {
-        println!("# B: binaries from {}\n", other.display());
+        let env: Vec<String> = args
+            .b_nats_env
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if env.is_empty() {
+            println!("# B: binaries from {}\n", other.display());
+        } else {
+            println!(
+                "# B: binaries from {}, nats-server with {}\n",
+                other.display(),
+                env.join(" ")
+            );
+        }
         let (one, fan, chain) = (
             args.wants(Scenario::OneTask),
             args.wants(Scenario::FanOut),
@@ -227,7 +249,9 @@ pub async fn run(args: &Args, build: BuildPolicy) -> anyhow::Result<Vec<Table>> 
         );
         for sync in args.syncs() {
             let (a, fa) = start(args.spec(sync), &bin_dir, &scale).await?;
-            let (b, fb) = start(args.spec(sync), other, &scale).await?;
+            let mut b_spec = args.spec(sync);
+            b_spec.nats_env.extend(args.b_nats_env.iter().cloned());
+            let (b, fb) = start(b_spec, other, &scale).await?;
             let t = scenarios::compare((&a, &fa), (&b, &fb), &scale, one, fan, chain).await;
             a.stop().await;
             b.stop().await;

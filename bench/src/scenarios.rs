@@ -336,7 +336,9 @@ pub async fn latency(
          started -> the manager has stored the accepted result (tool, result stored, delivered \
          to the manager, waits in the swarm's queue, state CAS); task = assigned -> accepted; \
          end -> report = last acceptance -> report received (reading every result, building and \
-         publishing the report)",
+         publishing the report); CPU per task = user + system time each kind of process used over \
+         the runs (from `/proc`, with the mission's start and end and, when settled, its report \
+         page), divided by the tasks run",
         &[
             "scenario",
             "tasks",
@@ -347,6 +349,7 @@ pub async fn latency(
             "task p99",
             "end -> report",
             "chain: per hop",
+            "CPU per task",
         ],
     );
     let cases = cases(scale, one_task, fan_out, chain);
@@ -376,6 +379,7 @@ pub async fn latency(
         let mut ends = Vec::new();
         let mut chain_hops = Vec::new();
         let len = tasks.len();
+        let cpu_before = CpuUse::read(c);
         for _ in 0..n {
             let req = plans::mission(&c.mission_id("lat"), "general", tasks.clone())?;
             let run = c.run_mission_timed(&req, MISSION_TIMEOUT).await?;
@@ -404,6 +408,7 @@ pub async fn latency(
                 c.settle(&run.swarm_id, MISSION_TIMEOUT).await?;
             }
         }
+        let cpu = CpuUse::read(c).since(cpu_before);
         let s = Summary::of(totals).context("no runs")?;
         t.row(vec![
             name.clone(),
@@ -440,6 +445,7 @@ pub async fn latency(
             } else {
                 "-".into()
             },
+            cpu.per((n * len) as f64),
         ]);
     }
     t.note(floor_note(floor));

@@ -57,6 +57,8 @@ async fn a_build_compared_against_itself_gets_one_row_per_mission() {
         "default",
         "--against",
         dir,
+        "--b-nats-env",
+        "GOMAXPROCS=2",
     ]);
     let tables = swarm_bench::run(&args, BuildPolicy::IfMissing)
         .await
@@ -67,4 +69,19 @@ async fn a_build_compared_against_itself_gets_one_row_per_mission() {
     // --quick: one-task 5 runs, chain of 10 twice, so 5 and 2 pairs.
     assert!(text.contains("| one-task mission | 5 "), "{text}");
     assert!(text.contains("| chain of 10      | 2 "), "{text}");
+}
+
+#[test]
+fn a_server_setting_for_b_alone_needs_a_b() {
+    assert!(Args::try_parse_from(["swarm-bench", "--b-nats-env", "GOMAXPROCS=2"]).is_err());
+    assert!(
+        Args::try_parse_from([
+            "swarm-bench",
+            "--against",
+            "/tmp",
+            "--b-nats-env",
+            "GOMAXPROCS=2"
+        ])
+        .is_ok()
+    );
 }

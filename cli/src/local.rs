@@ -64,6 +64,9 @@ pub struct LocalOptions {
     pub bin_dir: PathBuf,
     /// Extra environment variables for every role process.
     pub extra_env: Vec<(String, String)>,
+    /// Extra environment variables for the nats-server, after the ones it
+    /// gets by default (so `GOMAXPROCS` here overrides the local default).
+    pub nats_env: Vec<(String, String)>,
     /// How long [`LocalCluster::start`] waits for the roles to be ready.
     pub ready_timeout: Duration,
 }
@@ -92,6 +95,7 @@ impl LocalOptions {
             workspace_root: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
             bin_dir,
             extra_env: Vec::new(),
+            nats_env: Vec::new(),
             ready_timeout: Duration::from_secs(30),
         }
     }
@@ -328,6 +332,28 @@ impl Drop for ManagedProcess {
     }
 }
 
+/// The CPUs this process may run on (1 if that cannot be told).
+fn available_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}
+
+/// The environment a local nats-server gets beside this process's own: half
+/// of the machine's `cpus` (at least one) for the Go scheduler, unless the
+/// caller's environment sets `GOMAXPROCS` (`user_set`), which then passes
+/// through as it is. A local server shares the machine with the boss, the
+/// managers and the workers; with a Go thread per CPU, the server's idle
+/// threads spin looking for work on the CPUs the roles need at that moment
+/// and hand each message between threads. On a 2-vCPU machine one Go
+/// thread took a chain of 50 down 13-15 % (BENCHMARKS.md, eighth round), at
+/// the cost of about a quarter of the sustained throughput (still well above
+/// its target). A server on machines of its own (`k8s/`) keeps Go's default.
+fn nats_env(user_set: bool, cpus: usize) -> Vec<(String, String)> {
+    if user_set {
+        return Vec::new();
+    }
+    vec![("GOMAXPROCS".into(), (cpus / 2).max(1).to_string())]
+}
+
 /// A supervised nats-server on 127.0.0.1 with JetStream in its own store
 /// directory. Killed when dropped.
 #[derive(Debug)]
@@ -350,6 +376,19 @@ impl NatsProcess {
         port: Option<u16>,
         store_dir: &Path,
         log: &Path,
+    ) -> anyhow::Result<NatsProcess> {
+        Self::start_with_env(bin, conf, port, store_dir, log, Vec::new())
+    }
+
+    /// [`NatsProcess::start`] with `env` added to the server's environment
+    /// after its defaults (see [`LocalOptions::nats_env`]).
+    pub fn start_with_env(
+        bin: &Path,
+        conf: Option<&Path>,
+        port: Option<u16>,
+        store_dir: &Path,
+        log: &Path,
+        env: Vec<(String, String)>,
     ) -> anyhow::Result<NatsProcess> {
         let store_dir = std::path::absolute(store_dir)?;
         let log = std::path::absolute(log)?;
@@ -386,8 +425,16 @@ impl NatsProcess {
         // `-p -1` lets the server bind a free port itself, so no other
         // process can take the port between choosing and binding it.
         let first_port = port.map_or_else(|| "-1".to_owned(), |p| p.to_string());
-        let process =
-            ManagedProcess::spawn("nats-server", bin, with_port(&first_port), vec![], &log)?;
+        let process = ManagedProcess::spawn(
+            "nats-server",
+            bin,
+            with_port(&first_port),
+            nats_env(std::env::var_os("GOMAXPROCS").is_some(), available_cpus())
+                .into_iter()
+                .chain(env)
+                .collect(),
+            &log,
+        )?;
         let mut nats = NatsProcess {
             process,
             port: port.unwrap_or(0),
@@ -588,8 +635,9 @@ impl LocalCluster {
         let port = opts.port;
         let store = opts.data_dir.join("nats");
         let log = opts.data_dir.join("logs").join("nats-server.log");
+        let env = opts.nats_env.clone();
         let nats = tokio::task::spawn_blocking(move || {
-            NatsProcess::start(&bin, conf.as_deref(), port, &store, &log)
+            NatsProcess::start_with_env(&bin, conf.as_deref(), port, &store, &log, env)
         })
         .await??;
 
@@ -969,6 +1017,13 @@ mod tests {
         let port = nats.port();
         assert_ne!(port, 0);
         assert_eq!(nats.url(), format!("nats://127.0.0.1:{port}"));
+        // The server runs with the Go threads `nats_env` gives it (or the
+        // caller's own GOMAXPROCS).
+        let expected = match std::env::var("GOMAXPROCS") {
+            Ok(v) => format!("GOMAXPROCS={v}"),
+            Err(_) => format!("GOMAXPROCS={}", (available_cpus() / 2).max(1)),
+        };
+        assert_in_environment(&nats, &expected);
         nats.kill();
         assert!(!nats.is_running());
         nats.restart().unwrap();
@@ -977,6 +1032,42 @@ mod tests {
         assert!(nats.store_dir().join("jetstream").is_dir());
         nats.terminate(Duration::from_secs(5));
         assert!(!nats.is_running());
+    }
+
+    fn assert_in_environment(nats: &NatsProcess, expected: &str) {
+        let pid = nats.process().pid().unwrap();
+        let environ = fs::read(format!("/proc/{pid}/environ")).unwrap();
+        assert!(
+            environ
+                .split(|b| *b == 0)
+                .any(|kv| kv == expected.as_bytes()),
+            "{expected} not in the server's environment"
+        );
+    }
+
+    #[test]
+    fn a_server_setting_given_by_the_caller_overrides_the_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let nats = NatsProcess::start_with_env(
+            &nats_server_bin().unwrap(),
+            Some(Path::new(DEV_NATS_CONF)),
+            None,
+            &dir.path().join("store"),
+            &dir.path().join("nats-server.log"),
+            vec![("GOMAXPROCS".into(), "3".into())],
+        )
+        .unwrap();
+        assert_in_environment(&nats, "GOMAXPROCS=3");
+    }
+
+    #[test]
+    fn a_local_server_gets_half_the_cpus_unless_gomaxprocs_is_set() {
+        let threads = |cpus| nats_env(false, cpus);
+        assert_eq!(threads(1), vec![("GOMAXPROCS".to_owned(), "1".to_owned())]);
+        assert_eq!(threads(2), vec![("GOMAXPROCS".to_owned(), "1".to_owned())]);
+        assert_eq!(threads(3), vec![("GOMAXPROCS".to_owned(), "1".to_owned())]);
+        assert_eq!(threads(16), vec![("GOMAXPROCS".to_owned(), "8".to_owned())]);
+        assert!(nats_env(true, 16).is_empty());
     }
 
     #[test]
