@@ -344,8 +344,8 @@ fn available_cpus() -> usize {
 /// managers and the workers; with a Go thread per CPU, the server's idle
 /// threads spin looking for work on the CPUs the roles need at that moment
 /// and hand each message between threads. On a 2-vCPU machine one Go
-/// thread took a chain of 50 down 13-15 % (BENCHMARKS.md, eighth round), at
-/// the cost of about a quarter of the sustained throughput (still well above
+/// thread took a chain of 50 down 12-15 % (BENCHMARKS.md, eighth round), at
+/// the cost of about a sixth of the sustained throughput (still well above
 /// its target). A server on machines of its own (`k8s/`) keeps Go's default.
 fn nats_env(user_set: bool, cpus: usize) -> Vec<(String, String)> {
     if user_set {
