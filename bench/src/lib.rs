@@ -228,20 +228,17 @@ pub async fn run(args: &Args, build: BuildPolicy) -> anyhow::Result<Vec<Table>> 
         bin_dir.display()
     );
     if let Some(other) = &args.against {
-        let env: Vec<String> = args
+        let server: String = args
             .b_nats_env
             .iter()
-            .map(|(k, v)| format!("{k}={v}"))
+            .map(|(k, v)| format!(" {k}={v}"))
             .collect();
-        if env.is_empty() {
-            println!("# B: binaries from {}\n", other.display());
+        let server = if server.is_empty() {
+            server
         } else {
-            println!(
-                "# B: binaries from {}, nats-server with {}\n",
-                other.display(),
-                env.join(" ")
-            );
-        }
+            format!(", nats-server with{server}")
+        };
+        println!("# B: binaries from {}{server}\n", other.display());
         let (one, fan, chain) = (
             args.wants(Scenario::OneTask),
             args.wants(Scenario::FanOut),

@@ -1021,7 +1021,10 @@ mod tests {
         // caller's own GOMAXPROCS).
         let expected = match std::env::var("GOMAXPROCS") {
             Ok(v) => format!("GOMAXPROCS={v}"),
-            Err(_) => format!("GOMAXPROCS={}", (available_cpus() / 2).max(1)),
+            Err(_) => {
+                let (k, v) = &nats_env(false, available_cpus())[0];
+                format!("{k}={v}")
+            }
         };
         assert_in_environment(&nats, &expected);
         nats.kill();
