@@ -25,10 +25,10 @@
 //! what they decide (a retry, a verdict) must come from the stored state.
 //!
 //! On the first of those paths the state write may also wait a few
-//! milliseconds (`DEFER_WRITE`, 12 ms) for the swarm's next events, so a chain of
+//! milliseconds (`DEFER_WRITE`, 30 ms) for the swarm's next events, so a chain of
 //! quick tasks writes its state once per many hops (made at the end of the
-//! first batch after 10 ms, while the workers run what it assigned, or when
-//! the 12 ms are up with no event in between): the events stay unacked,
+//! first batch after 25 ms, while the workers run what it assigned, or when
+//! the 30 ms are up with no event in between): the events stay unacked,
 //! held by the actor, until a stored state includes them, and are nak'd
 //! (applied again from their redelivery) if the state holding them is
 //! dropped. A worker's answer to an assignment whose state write was lost
@@ -386,8 +386,10 @@ struct Held {
 /// one per hop. Its events stay unacked until the write lands, so this must
 /// stay far below the manager's `ack_wait` (0.5 s at the least). 12 ms against
 /// 5 ms took a chain of 50 from about seven writes of its whole state to
-/// three (BENCHMARKS.md, sixth round); 40 ms gained nothing more.
-const DEFER_WRITE: Duration = Duration::from_millis(12);
+/// three (BENCHMARKS.md, sixth round); 30 ms against 12 takes it to one or
+/// two and the chain down 5-11 % with the server on one Go thread (eighth
+/// round), where each write's cost in the server weighs more.
+const DEFER_WRITE: Duration = Duration::from_millis(30);
 
 /// Most events held for one deferred write.
 const MAX_HELD: usize = 1024;
@@ -397,7 +399,7 @@ const MAX_HELD: usize = 1024;
 /// [`DEFER_WRITE`] is up: the write then runs while the workers do, not in
 /// the way of the next result (in a chain, the timer would fire at a
 /// random moment of a hop and hold up the result arriving during it).
-const WRITE_AFTER_BATCH: Duration = Duration::from_millis(10);
+const WRITE_AFTER_BATCH: Duration = Duration::from_millis(25);
 
 async fn actor(
     ctx: Arc<Ctx>,
