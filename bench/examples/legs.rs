@@ -117,15 +117,20 @@ async fn ping(blocks: usize) -> anyhow::Result<()> {
     })
     .await
     .context("creating the stream")?;
+    // Killed when dropped, on an early error too.
     let exe = std::env::current_exe()?;
-    let mut pongers = Vec::new();
-    for way in WAYS {
-        pongers.push(
-            std::process::Command::new(&exe)
-                .args(["--pong", &url, way])
-                .spawn()?,
-        );
-    }
+    let _pongers = WAYS
+        .iter()
+        .map(|way| {
+            swarm_cli::local::ManagedProcess::spawn(
+                format!("ponger-{way}"),
+                &exe,
+                ["--pong", url.as_str(), way],
+                Vec::new(),
+                dir.path().join(format!("ponger-{way}.log")),
+            )
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let mut stored = Vec::new();
     for way in WAYS {
         stored.push(pull_stream(&js, &format!("pinger-{way}"), format!("legs.{way}.pong")).await?);
@@ -211,11 +216,6 @@ async fn ping(blocks: usize) -> anyhow::Result<()> {
             median(ratios[k].clone())
         );
     }
-    for mut p in pongers {
-        let _ = p.kill();
-        let _ = p.wait();
-    }
-    drop(nats);
     Ok(())
 }
 
