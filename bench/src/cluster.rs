@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use futures::StreamExt;
-use swarm_cli::local::{LocalCluster, LocalOptions};
+use swarm_cli::local::{LocalCluster, LocalOptions, NatsCpus};
 use swarm_common::{
     FinalReport,
     mission::{MissionRecord, MissionRequest, MissionStatus},
@@ -68,10 +68,13 @@ pub struct ClusterSpec {
     pub env: Vec<(String, String)>,
     /// Extra environment for the nats-server (after its local defaults).
     pub nats_env: Vec<(String, String)>,
+    /// The nats-server's CPUs.
+    pub nats_cpus: NatsCpus,
 }
 
 impl ClusterSpec {
-    /// `swarm up`'s topology (1 boss, 2 managers, 2 workers) on `sync`.
+    /// `swarm up`'s topology (1 boss, 2 managers, 2 workers, a server on CPUs of
+    /// its own) on `sync`.
     pub fn standard(sync: SyncMode) -> ClusterSpec {
         ClusterSpec {
             sync,
@@ -79,6 +82,7 @@ impl ClusterSpec {
             workers: 2,
             env: Vec::new(),
             nats_env: Vec::new(),
+            nats_cpus: NatsCpus::Own,
         }
     }
 
@@ -330,6 +334,7 @@ impl BenchCluster {
         opts.nats_conf = Some(nats_conf(spec.sync, dir.path())?);
         opts.extra_env = spec.env.clone();
         opts.nats_env = spec.nats_env.clone();
+        opts.nats_cpus = spec.nats_cpus.clone();
         // Warnings only: a log line per task would be part of what is measured.
         if std::env::var_os("RUST_LOG").is_none() {
             opts.extra_env.push(("RUST_LOG".into(), "warn".into()));

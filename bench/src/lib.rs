@@ -111,6 +111,15 @@ pub struct Args {
     /// `--nats-env` (to compare server settings on the same binaries).
     #[arg(long = "b-nats-env", value_parser = parse_env, requires = "against")]
     pub b_nats_env: Vec<(String, String)>,
+    /// The nats-server's CPUs: `own` (as `swarm up`: the last half of those
+    /// the harness may use, at least one, when there are two or more),
+    /// `shared` (any, beside the roles) or a list such as `1` or `2,3`.
+    #[arg(long, default_value = "own")]
+    pub nats_cpus: swarm_cli::local::NatsCpus,
+    /// With `--against`: B's nats-server on these CPUs instead (to compare
+    /// placements on the same binaries).
+    #[arg(long, requires = "against")]
+    pub b_nats_cpus: Option<swarm_cli::local::NatsCpus>,
     /// How latency runs follow each other: `settled` (each once the previous
     /// mission is closed, its report page stored), `back-to-back` (each as
     /// the previous report arrives, while the boss still works on its page),
@@ -169,6 +178,7 @@ impl Args {
         spec.workers = self.workers.max(1);
         spec.env.extend(self.env.iter().cloned());
         spec.nats_env.extend(self.nats_env.iter().cloned());
+        spec.nats_cpus = self.nats_cpus.clone();
         spec
     }
 
@@ -178,6 +188,20 @@ impl Args {
             SyncArg::Always => vec![SyncMode::Always],
             SyncArg::Both => vec![SyncMode::Default, SyncMode::Always],
         }
+    }
+}
+
+/// `own (1)`: the setting and the CPUs it gives a server here.
+fn describe_cpus(cpus: &swarm_cli::local::NatsCpus) -> String {
+    match cpus.here() {
+        Some(list) => format!(
+            "{cpus} ({})",
+            list.iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        None => format!("{cpus} (any)"),
     }
 }
 
@@ -220,9 +244,10 @@ pub async fn run(args: &Args, build: BuildPolicy) -> anyhow::Result<Vec<Table>> 
     let scale = args.scale();
     let mut tables = Vec::new();
     println!(
-        "# swarm-bench{}: {} CPUs, {} manager(s), {} worker(s), binaries from {}\n",
+        "# swarm-bench{}: {} CPUs, nats-server CPUs {}, {} manager(s), {} worker(s), binaries from {}\n",
         if args.quick { " (quick)" } else { "" },
         std::thread::available_parallelism().map_or(0, |n| n.get()),
+        describe_cpus(&args.nats_cpus),
         args.managers,
         args.workers,
         bin_dir.display()
@@ -233,11 +258,14 @@ pub async fn run(args: &Args, build: BuildPolicy) -> anyhow::Result<Vec<Table>> 
             .iter()
             .map(|(k, v)| format!(" {k}={v}"))
             .collect();
-        let server = if server.is_empty() {
+        let mut server = if server.is_empty() {
             server
         } else {
             format!(", nats-server with{server}")
         };
+        if let Some(cpus) = &args.b_nats_cpus {
+            server.push_str(&format!(", nats-server CPUs {}", describe_cpus(cpus)));
+        }
         println!("# B: binaries from {}{server}\n", other.display());
         let (one, fan, chain) = (
             args.wants(Scenario::OneTask),
@@ -248,6 +276,9 @@ pub async fn run(args: &Args, build: BuildPolicy) -> anyhow::Result<Vec<Table>> 
             let (a, fa) = start(args.spec(sync), &bin_dir, &scale).await?;
             let mut b_spec = args.spec(sync);
             b_spec.nats_env.extend(args.b_nats_env.iter().cloned());
+            if let Some(cpus) = &args.b_nats_cpus {
+                b_spec.nats_cpus = cpus.clone();
+            }
             let (b, fb) = start(b_spec, other, &scale).await?;
             let t = scenarios::compare((&a, &fa), (&b, &fb), &scale, one, fan, chain).await;
             a.stop().await;

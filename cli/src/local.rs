@@ -19,6 +19,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
+use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::sys::signal::{Signal, kill as send_signal};
 use nix::unistd::Pid;
 use swarm_common::subjects;
@@ -67,6 +68,10 @@ pub struct LocalOptions {
     /// Extra environment variables for the nats-server, after the ones it
     /// gets by default (so `GOMAXPROCS` here overrides the local default).
     pub nats_env: Vec<(String, String)>,
+    /// Which CPUs the nats-server runs on: [`NatsCpus::Shared`] by default
+    /// (the tests run many clusters side by side); `swarm up`, `swarm demo`
+    /// and the benchmark harness give it CPUs of its own.
+    pub nats_cpus: NatsCpus,
     /// How long [`LocalCluster::start`] waits for the roles to be ready.
     pub ready_timeout: Duration,
 }
@@ -96,6 +101,7 @@ impl LocalOptions {
             bin_dir,
             extra_env: Vec::new(),
             nats_env: Vec::new(),
+            nats_cpus: NatsCpus::Shared,
             ready_timeout: Duration::from_secs(30),
         }
     }
@@ -193,6 +199,9 @@ pub struct ManagedProcess {
     args: Vec<OsString>,
     env: Vec<(String, String)>,
     log_path: PathBuf,
+    /// The CPUs the process (every thread of it) may run on; `None`: those
+    /// of the supervisor.
+    cpus: Option<Vec<usize>>,
     child: Option<Child>,
 }
 
@@ -206,12 +215,26 @@ impl ManagedProcess {
         env: Vec<(String, String)>,
         log_path: impl Into<PathBuf>,
     ) -> anyhow::Result<ManagedProcess> {
+        Self::spawn_on(name, program, args, env, log_path, None)
+    }
+
+    /// [`ManagedProcess::spawn`] on the CPUs `cpus` only (`None`: wherever
+    /// the supervisor may run), here and on every restart.
+    pub fn spawn_on(
+        name: impl Into<String>,
+        program: impl Into<PathBuf>,
+        args: impl IntoIterator<Item = impl Into<OsString>>,
+        env: Vec<(String, String)>,
+        log_path: impl Into<PathBuf>,
+        cpus: Option<Vec<usize>>,
+    ) -> anyhow::Result<ManagedProcess> {
         let mut process = ManagedProcess {
             name: name.into(),
             program: program.into(),
             args: args.into_iter().map(Into::into).collect(),
             env,
             log_path: log_path.into(),
+            cpus,
             child: None,
         };
         process.launch()?;
@@ -233,13 +256,19 @@ impl ManagedProcess {
         let stderr = log
             .try_clone()
             .with_context(|| format!("cannot reopen {}", self.log_path.display()))?;
-        let child = Command::new(&self.program)
+        let mut command = Command::new(&self.program);
+        command
             .args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log)
-            .stderr(stderr)
-            .spawn()
+            .stderr(stderr);
+        let spawned = match &self.cpus {
+            Some(cpus) => on_cpus(cpus, || command.spawn())
+                .with_context(|| format!("cannot run {} on CPUs {}", self.name, cpu_list(cpus)))?,
+            None => command.spawn(),
+        };
+        let child = spawned
             .with_context(|| format!("cannot start {} ({})", self.name, self.program.display()))?;
         self.child = Some(child);
         Ok(())
@@ -262,6 +291,11 @@ impl ManagedProcess {
     /// The pid of the last started child; `None` after [`kill`](Self::kill).
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
+    }
+
+    /// The CPUs the child runs on, if it was given some of its own.
+    pub fn cpus(&self) -> Option<&[usize]> {
+        self.cpus.as_deref()
     }
 
     /// The log file the child's stdout and stderr go to.
@@ -337,21 +371,130 @@ fn available_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
-/// The environment a local nats-server gets beside this process's own: half
-/// of the machine's `cpus` (at least one) for the Go scheduler, unless the
-/// caller's environment sets `GOMAXPROCS` (`user_set`), which then passes
-/// through as it is. A local server shares the machine with the boss, the
-/// managers and the workers; with a Go thread per CPU, the server's idle
-/// threads spin looking for work on the CPUs the roles need at that moment
-/// and hand each message between threads. On a 2-vCPU machine one Go
-/// thread took a chain of 50 down 12-15 % (BENCHMARKS.md, eighth round), at
-/// the cost of about a sixth of the sustained throughput (still well above
-/// its target). A server on machines of its own (`k8s/`) keeps Go's default.
-fn nats_env(user_set: bool, cpus: usize) -> Vec<(String, String)> {
+/// The numbers of the CPUs this process may run on, in order (empty if they
+/// cannot be told).
+fn allowed_cpus() -> Vec<usize> {
+    match sched_getaffinity(Pid::from_raw(0)) {
+        Ok(set) => (0..CpuSet::count())
+            .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Runs `f` (a spawn) with this thread on the CPUs `cpus` only, then puts
+/// the thread back where it was: a child inherits the CPUs of the thread
+/// that starts it, every thread of the child too.
+fn on_cpus<T>(cpus: &[usize], f: impl FnOnce() -> T) -> anyhow::Result<T> {
+    let this_thread = Pid::from_raw(0);
+    let before = sched_getaffinity(this_thread).context("reading this thread's CPUs")?;
+    let mut set = CpuSet::new();
+    for &cpu in cpus {
+        set.set(cpu)
+            .with_context(|| format!("CPU {cpu} is beyond this system's CPUs"))?;
+    }
+    sched_setaffinity(this_thread, &set)
+        .context("this process may not run on those CPUs (taskset, cgroup)")?;
+    let out = f();
+    sched_setaffinity(this_thread, &before).context("putting this thread back on its CPUs")?;
+    Ok(out)
+}
+
+/// `0,2,5`: CPU numbers as `taskset -c` and `/proc/<pid>/status` write them.
+fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Which CPUs a local nats-server runs on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum NatsCpus {
+    /// Wherever the supervisor may run, beside the roles (the default; the
+    /// tests start many servers side by side, which must not share one CPU).
+    #[default]
+    Shared,
+    /// CPUs of its own when the supervisor may use two or more: the last
+    /// half of them (at least one), the rest left to the roles. For a server
+    /// that is the only one on the machine (`swarm up`, the harness). On a
+    /// 2-vCPU machine it took a chain of 50 down 5-7 % and the one-task
+    /// round trip about 8 % against a server that may run anywhere, and the
+    /// sustained load no slower (BENCHMARKS.md, ninth round).
+    Own,
+    /// Exactly these CPUs (`taskset -c` numbers).
+    List(Vec<usize>),
+}
+
+impl NatsCpus {
+    /// The CPUs a server started by this process gets; `None`: no CPUs of
+    /// its own.
+    pub fn here(&self) -> Option<Vec<usize>> {
+        self.pick(&allowed_cpus())
+    }
+
+    /// The CPUs a server gets when this process may run on `allowed`;
+    /// `None`: no CPUs of its own.
+    pub fn pick(&self, allowed: &[usize]) -> Option<Vec<usize>> {
+        match self {
+            NatsCpus::Shared => None,
+            NatsCpus::Own if allowed.len() < 2 => None,
+            NatsCpus::Own => Some(allowed[allowed.len() - (allowed.len() / 2).max(1)..].to_vec()),
+            NatsCpus::List(cpus) => Some(cpus.clone()),
+        }
+    }
+}
+
+impl std::str::FromStr for NatsCpus {
+    type Err = String;
+
+    /// `shared`, `own`, or a list of CPU numbers such as `1` or `2,3`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "shared" => Ok(NatsCpus::Shared),
+            "own" => Ok(NatsCpus::Own),
+            list => {
+                let cpus = list
+                    .split(',')
+                    .map(|n| n.trim().parse::<usize>())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|_| {
+                        format!("{s:?} is not `shared`, `own` or a list of CPU numbers like `1` or `2,3`")
+                    })?;
+                Ok(NatsCpus::List(cpus))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for NatsCpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NatsCpus::Shared => f.write_str("shared"),
+            NatsCpus::Own => f.write_str("own"),
+            NatsCpus::List(cpus) => f.write_str(&cpu_list(cpus)),
+        }
+    }
+}
+
+/// The environment a local nats-server gets beside this process's own: Go
+/// threads (`GOMAXPROCS`) for half of the `shared` CPUs it may run on beside
+/// the roles (at least one), or for each CPU of its `own` if it has some,
+/// unless the caller's environment sets `GOMAXPROCS` (`user_set`), which
+/// then passes through as it is. A local server shares the machine with the
+/// boss, the managers and the workers; with a Go thread per CPU, the
+/// server's idle threads spin looking for work on the CPUs the roles need at
+/// that moment and hand each message between threads. On a 2-vCPU machine
+/// one Go thread took a chain of 50 down 12-15 % (BENCHMARKS.md, eighth
+/// round), at the cost of about a sixth of the sustained throughput (still
+/// well above its target). A server on machines of its own (`k8s/`) keeps
+/// Go's default.
+fn nats_env(user_set: bool, shared: usize, own: Option<&[usize]>) -> Vec<(String, String)> {
     if user_set {
         return Vec::new();
     }
-    vec![("GOMAXPROCS".into(), (cpus / 2).max(1).to_string())]
+    let threads = own.map_or((shared / 2).max(1), |cpus| cpus.len().max(1));
+    vec![("GOMAXPROCS".into(), threads.to_string())]
 }
 
 /// A supervised nats-server on 127.0.0.1 with JetStream in its own store
@@ -390,6 +533,20 @@ impl NatsProcess {
         log: &Path,
         env: Vec<(String, String)>,
     ) -> anyhow::Result<NatsProcess> {
+        Self::start_on(bin, conf, port, store_dir, log, env, &NatsCpus::Shared)
+    }
+
+    /// [`NatsProcess::start_with_env`] on the CPUs `cpus` picks from those
+    /// this process may run on (see [`LocalOptions::nats_cpus`]).
+    pub fn start_on(
+        bin: &Path,
+        conf: Option<&Path>,
+        port: Option<u16>,
+        store_dir: &Path,
+        log: &Path,
+        env: Vec<(String, String)>,
+        cpus: &NatsCpus,
+    ) -> anyhow::Result<NatsProcess> {
         let store_dir = std::path::absolute(store_dir)?;
         let log = std::path::absolute(log)?;
         fs::create_dir_all(&store_dir)
@@ -425,15 +582,21 @@ impl NatsProcess {
         // `-p -1` lets the server bind a free port itself, so no other
         // process can take the port between choosing and binding it.
         let first_port = port.map_or_else(|| "-1".to_owned(), |p| p.to_string());
-        let process = ManagedProcess::spawn(
+        let own = cpus.here();
+        let process = ManagedProcess::spawn_on(
             "nats-server",
             bin,
             with_port(&first_port),
-            nats_env(std::env::var_os("GOMAXPROCS").is_some(), available_cpus())
-                .into_iter()
-                .chain(env)
-                .collect(),
+            nats_env(
+                std::env::var_os("GOMAXPROCS").is_some(),
+                available_cpus(),
+                own.as_deref(),
+            )
+            .into_iter()
+            .chain(env)
+            .collect(),
             &log,
+            own,
         )?;
         let mut nats = NatsProcess {
             process,
@@ -636,8 +799,9 @@ impl LocalCluster {
         let store = opts.data_dir.join("nats");
         let log = opts.data_dir.join("logs").join("nats-server.log");
         let env = opts.nats_env.clone();
+        let cpus = opts.nats_cpus.clone();
         let nats = tokio::task::spawn_blocking(move || {
-            NatsProcess::start_with_env(&bin, conf.as_deref(), port, &store, &log, env)
+            NatsProcess::start_on(&bin, conf.as_deref(), port, &store, &log, env, &cpus)
         })
         .await??;
 
@@ -1022,7 +1186,7 @@ mod tests {
         let expected = match std::env::var("GOMAXPROCS") {
             Ok(v) => format!("GOMAXPROCS={v}"),
             Err(_) => {
-                let (k, v) = &nats_env(false, available_cpus())[0];
+                let (k, v) = &nats_env(false, available_cpus(), None)[0];
                 format!("{k}={v}")
             }
         };
@@ -1065,12 +1229,118 @@ mod tests {
 
     #[test]
     fn a_local_server_gets_half_the_cpus_unless_gomaxprocs_is_set() {
-        let threads = |cpus| nats_env(false, cpus);
+        let threads = |cpus| nats_env(false, cpus, None);
         assert_eq!(threads(1), vec![("GOMAXPROCS".to_owned(), "1".to_owned())]);
         assert_eq!(threads(2), vec![("GOMAXPROCS".to_owned(), "1".to_owned())]);
         assert_eq!(threads(3), vec![("GOMAXPROCS".to_owned(), "1".to_owned())]);
         assert_eq!(threads(16), vec![("GOMAXPROCS".to_owned(), "8".to_owned())]);
-        assert!(nats_env(true, 16).is_empty());
+        assert!(nats_env(true, 16, None).is_empty());
+        // A server with CPUs of its own gets a Go thread for each.
+        let own = nats_env(false, 16, Some(&[12, 13, 14]));
+        assert_eq!(own, vec![("GOMAXPROCS".to_owned(), "3".to_owned())]);
+        assert!(nats_env(true, 16, Some(&[12])).is_empty());
+    }
+
+    #[test]
+    fn a_server_of_its_own_gets_the_last_half_of_the_cpus() {
+        assert_eq!(NatsCpus::Shared.pick(&[0, 1, 2, 3]), None);
+        assert_eq!(NatsCpus::Own.pick(&[]), None);
+        assert_eq!(NatsCpus::Own.pick(&[0]), None, "one CPU is shared");
+        assert_eq!(NatsCpus::Own.pick(&[0, 1]), Some(vec![1]));
+        assert_eq!(NatsCpus::Own.pick(&[0, 1, 2]), Some(vec![2]));
+        assert_eq!(
+            NatsCpus::Own.pick(&(0..8).collect::<Vec<_>>()),
+            Some(vec![4, 5, 6, 7])
+        );
+        // The CPUs this process may use, not CPU numbers from 0.
+        assert_eq!(NatsCpus::Own.pick(&[2, 5, 7, 9]), Some(vec![7, 9]));
+        assert_eq!(NatsCpus::List(vec![3]).pick(&[0, 1]), Some(vec![3]));
+    }
+
+    #[test]
+    fn nats_cpus_are_read_and_written_as_on_the_command_line() {
+        for (text, cpus) in [
+            ("shared", NatsCpus::Shared),
+            ("own", NatsCpus::Own),
+            ("1", NatsCpus::List(vec![1])),
+            ("2,3", NatsCpus::List(vec![2, 3])),
+        ] {
+            assert_eq!(text.parse::<NatsCpus>(), Ok(cpus.clone()));
+            assert_eq!(cpus.to_string(), text);
+        }
+        assert_eq!(" 2, 3".parse(), Ok(NatsCpus::List(vec![2, 3])));
+        for bad in ["", "all", "1,,2", "-1", "1-3"] {
+            let err = bad.parse::<NatsCpus>().unwrap_err();
+            assert!(err.contains("`own`"), "{bad:?}: {err}");
+        }
+    }
+
+    /// The CPUs `/proc` says each thread of `pid` may run on.
+    fn threads_cpus(pid: u32) -> Vec<String> {
+        fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .map(|task| {
+                let status = fs::read_to_string(task.unwrap().path().join("status")).unwrap();
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                    .unwrap()
+                    .trim()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_server_with_cpus_of_its_own_runs_on_them_only_and_keeps_them_on_restart() {
+        let allowed = allowed_cpus();
+        let cpu = *allowed.last().unwrap();
+        let before = sched_getaffinity(Pid::from_raw(0)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut nats = NatsProcess::start_on(
+            &nats_server_bin().unwrap(),
+            Some(Path::new(DEV_NATS_CONF)),
+            None,
+            &dir.path().join("store"),
+            &dir.path().join("nats-server.log"),
+            Vec::new(),
+            &NatsCpus::List(vec![cpu]),
+        )
+        .unwrap();
+        assert_eq!(nats.process().cpus(), Some(&[cpu][..]));
+        let pid = nats.process().pid().unwrap();
+        let threads = threads_cpus(pid);
+        assert!(threads.len() > 1, "a Go server runs several threads");
+        assert!(threads.iter().all(|c| *c == cpu.to_string()), "{threads:?}");
+        // One Go thread for its one CPU, unless the caller chose.
+        if std::env::var_os("GOMAXPROCS").is_none() {
+            assert_in_environment(&nats, "GOMAXPROCS=1");
+        }
+        // The supervisor's own thread is back where it was.
+        assert_eq!(sched_getaffinity(Pid::from_raw(0)).unwrap(), before);
+        nats.restart().unwrap();
+        let pid = nats.process().pid().unwrap();
+        assert!(threads_cpus(pid).iter().all(|c| *c == cpu.to_string()));
+    }
+
+    #[test]
+    fn a_server_on_cpus_this_process_may_not_use_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = NatsProcess::start_on(
+            &nats_server_bin().unwrap(),
+            None,
+            None,
+            &dir.path().join("store"),
+            &dir.path().join("nats-server.log"),
+            Vec::new(),
+            &NatsCpus::List(vec![100_000]),
+        )
+        .unwrap_err();
+        let text = format!("{err:#}");
+        assert!(
+            text.contains("cannot run nats-server on CPUs 100000"),
+            "{text}"
+        );
     }
 
     #[test]

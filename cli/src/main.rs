@@ -137,6 +137,11 @@ struct UpArgs {
     /// Root folder of the workers' file tools.
     #[arg(long, default_value = ".")]
     workspace: PathBuf,
+    /// CPUs of the nats-server: `own` (the last half of those this process
+    /// may use, at least one, when there are two or more; the rest are the
+    /// roles'), `shared` (any, beside the roles) or a list such as `3` or `2,3`.
+    #[arg(long, default_value = "own")]
+    nats_cpus: local::NatsCpus,
 }
 
 /// The demo's mission: real tools on this repository's own files.
@@ -156,6 +161,7 @@ fn options(
     opts.bosses = args.bosses;
     opts.managers = args.managers;
     opts.workers = args.workers;
+    opts.nats_cpus = args.nats_cpus.clone();
     opts.workspace_root = std::fs::canonicalize(&args.workspace)
         .with_context(|| format!("workspace {}", args.workspace.display()))?;
     Ok(opts)
@@ -406,4 +412,32 @@ async fn run_mission(
     } else {
         1
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn up_args(args: &[&str]) -> Result<UpArgs, clap::Error> {
+        let cli = Cli::try_parse_from(["swarm", "up"].iter().chain(args))?;
+        match cli.command {
+            Command::Up(up) => Ok(up),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_local_server_gets_cpus_of_its_own_unless_told_otherwise() {
+        assert_eq!(up_args(&[]).unwrap().nats_cpus, local::NatsCpus::Own);
+        assert_eq!(
+            up_args(&["--nats-cpus", "shared"]).unwrap().nats_cpus,
+            local::NatsCpus::Shared
+        );
+        assert_eq!(
+            up_args(&["--nats-cpus", "2,3"]).unwrap().nats_cpus,
+            local::NatsCpus::List(vec![2, 3])
+        );
+        let err = up_args(&["--nats-cpus", "half"]).unwrap_err().to_string();
+        assert!(err.contains("`shared`, `own` or a list"), "{err}");
+    }
 }

@@ -1,0 +1,237 @@
+//! A chain's hop two ways: is a result faster to the manager as a core
+//! request that the manager stores itself, than as a stored message its
+//! consumer pulls?
+//!
+//! `cargo run --release -p swarm-bench --example cycle [-- <blocks>]` starts a
+//! nats-server (the dev configuration, its own store) and one ponger process
+//! (the worker). Each hop is a ping stored in a stream and pulled by the
+//! ponger's consumer (an assignment reaching a worker), and a pong back (its
+//! result):
+//!
+//! - `stream`: the pong is stored by the ponger without waiting for the
+//!   server's answer and pulled by the pinger's consumer, which publishes the
+//!   next ping as it arrives and then acks it (Swarm's path today);
+//! - `request`: the pong is a core request to the pinger, which stores it in
+//!   the stream itself (the same message id), publishes the next ping right
+//!   after it, and answers the request once the pong's store is
+//!   acknowledged; the stored copy is still pulled and acked by the pinger's
+//!   consumer, off the hop's path.
+//!
+//! Each figure is a hop: from a ping's publish until the pinger may act on
+//! its pong. The two ways take turns in blocks of 300 hops (AB then BA), so
+//! each sees the same host speed; it prints each way's p50 and p90 and the
+//! median over blocks of its ratio to `stream`.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use async_nats::jetstream::{self, consumer::AckPolicy, consumer::pull, stream};
+use bytes::Bytes;
+use futures::StreamExt;
+
+/// About the size of an `echo` task's assignment on the wire.
+const PAYLOAD: usize = 700;
+/// Hops per block, the first [`WARM`] of them not counted.
+const PER_BLOCK: usize = 300;
+const WARM: usize = 20;
+const STREAM: &str = "CYCLE";
+const WAYS: [&str; 2] = ["stream", "request"];
+/// Where the pinger takes pongs sent as core requests.
+const REQUESTS: &str = "cycle-requests.pong";
+
+async fn pull_stream(
+    js: &jetstream::Context,
+    name: &str,
+    subject: String,
+) -> anyhow::Result<pull::Stream> {
+    let consumer = js
+        .get_stream(STREAM)
+        .await?
+        .create_consumer(pull::Config {
+            durable_name: Some(name.into()),
+            filter_subject: subject,
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .with_context(|| format!("creating the consumer {name}"))?;
+    Ok(consumer.messages().await?)
+}
+
+/// Answers each ping the way its subject names, until killed.
+async fn pong(url: &str) -> anyhow::Result<()> {
+    let client = async_nats::connect(url).await?;
+    let js = jetstream::new(client.clone());
+    let mut pings = pull_stream(&js, "ponger", "cycle.*.ping".into()).await?;
+    while let Some(msg) = pings.next().await {
+        let msg = msg.map_err(|e| anyhow::anyhow!("pulling a ping: {e}"))?;
+        if msg.subject.as_str() == "cycle.request.ping" {
+            // The answer is awaited beside the next pings, as a worker would
+            // keep its result until the manager says it is stored.
+            let (client, payload) = (client.clone(), msg.payload.clone());
+            tokio::spawn(async move {
+                if let Err(e) = client.request(REQUESTS, payload).await {
+                    eprintln!("pong request: {e}");
+                }
+            });
+        } else {
+            client
+                .publish("cycle.stream.pong", msg.payload.clone())
+                .await?;
+        }
+        msg.ack().await.map_err(|e| anyhow::anyhow!("ack: {e}"))?;
+    }
+    Ok(())
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)]
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+async fn ping(blocks: usize) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let nats = swarm_cli::local::NatsProcess::start(
+        &swarm_cli::local::nats_server_bin()?,
+        Some(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../nats.conf"
+        ))),
+        None,
+        &dir.path().join("store"),
+        &dir.path().join("nats.log"),
+    )?;
+    let url = nats.url();
+    let client = async_nats::connect(&url).await?;
+    let js = jetstream::new(client.clone());
+    js.create_stream(stream::Config {
+        name: STREAM.into(),
+        subjects: vec!["cycle.*.ping".into(), "cycle.*.pong".into()],
+        storage: stream::StorageType::File,
+        duplicate_window: Duration::from_secs(3600),
+        ..Default::default()
+    })
+    .await
+    .context("creating the stream")?;
+    // Killed when dropped, on an early error too.
+    let exe = std::env::current_exe()?;
+    let _ponger = swarm_cli::local::ManagedProcess::spawn(
+        "ponger".to_string(),
+        &exe,
+        ["--pong", url.as_str()],
+        Vec::new(),
+        dir.path().join("ponger.log"),
+    )?;
+    let mut stored = pull_stream(&js, "pinger-stream", "cycle.stream.pong".into()).await?;
+    // The request way's stored copies are taken and acked off the path.
+    let mut copies = pull_stream(&js, "pinger-request", "cycle.request.pong".into()).await?;
+    tokio::spawn(async move {
+        while let Some(Ok(m)) = copies.next().await {
+            let _ = m.ack().await;
+        }
+    });
+    let mut requests = client.subscribe(REQUESTS).await?;
+    client.flush().await?;
+    // The ponger's consumer exists once it has answered a ping.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let payload = Bytes::from(vec![b'x'; PAYLOAD]);
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); WAYS.len()];
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); WAYS.len()];
+    let mut sequence = 0u64;
+    for block in 0..blocks {
+        let mut medians = [0.0; WAYS.len()];
+        for turn in 0..WAYS.len() {
+            let k = if block % 2 == 0 {
+                turn
+            } else {
+                WAYS.len() - 1 - turn
+            };
+            let way = WAYS[k];
+            let mut block_samples = Vec::with_capacity(PER_BLOCK);
+            let mut held: Option<jetstream::Message> = None;
+            for i in 0..PER_BLOCK {
+                let start = Instant::now();
+                let ack = js
+                    .publish(format!("cycle.{way}.ping"), payload.clone())
+                    .await?;
+                // Acked after the next ping is out, as the manager does.
+                if let Some(m) = held.take() {
+                    m.ack().await.map_err(|e| anyhow::anyhow!("ack: {e}"))?;
+                }
+                let elapsed = if way == "stream" {
+                    let m = tokio::time::timeout(Duration::from_secs(10), stored.next())
+                        .await
+                        .context("no pong within 10 s")?
+                        .context("the pong stream ended")?
+                        .map_err(|e| anyhow::anyhow!("pulling a pong: {e}"))?;
+                    held = Some(m);
+                    start.elapsed()
+                } else {
+                    let r = tokio::time::timeout(Duration::from_secs(10), requests.next())
+                        .await
+                        .context("no pong request within 10 s")?
+                        .context("the request subscription ended")?;
+                    let elapsed = start.elapsed();
+                    sequence += 1;
+                    let mut headers = async_nats::HeaderMap::new();
+                    headers.insert("Nats-Msg-Id", format!("pong-{sequence}").as_str());
+                    let stored_ack = js
+                        .publish_with_headers("cycle.request.pong", headers, r.payload.clone())
+                        .await?;
+                    let reply = r.reply.clone();
+                    let answer = client.clone();
+                    tokio::spawn(async move {
+                        if stored_ack.await.is_ok()
+                            && let Some(reply) = reply
+                        {
+                            let _ = answer.publish(reply, Bytes::new()).await;
+                        }
+                    });
+                    elapsed
+                };
+                ack.await.context("ping not stored")?;
+                if i >= WARM {
+                    block_samples.push(elapsed.as_secs_f64() * 1e3);
+                }
+            }
+            if let Some(m) = held.take() {
+                m.ack().await.map_err(|e| anyhow::anyhow!("ack: {e}"))?;
+            }
+            medians[k] = median(block_samples.clone());
+            samples[k].extend(block_samples);
+        }
+        for k in 0..WAYS.len() {
+            ratios[k].push(medians[k] / medians[0]);
+        }
+    }
+    println!(
+        "A hop, {blocks} blocks of {} hops per way (ping stored and pulled, then the pong):\n",
+        PER_BLOCK - WARM
+    );
+    println!("| pong by | p50 | p90 | / stream, median of blocks |");
+    println!("|---|---|---|---|");
+    for (k, way) in WAYS.iter().enumerate() {
+        let s = &mut samples[k];
+        s.sort_by(f64::total_cmp);
+        println!(
+            "| {way} | {:.3} ms | {:.3} ms | {:.3} |",
+            percentile(s, 0.5),
+            percentile(s, 0.9),
+            median(ratios[k].clone())
+        );
+    }
+    Ok(())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("--pong") => pong(&args[1]).await,
+        blocks => ping(blocks.and_then(|b| b.parse().ok()).unwrap_or(10)).await,
+    }
+}
