@@ -396,7 +396,12 @@ fn on_cpus<T>(cpus: &[usize], f: impl FnOnce() -> T) -> anyhow::Result<T> {
     sched_setaffinity(this_thread, &set)
         .context("this process may not run on those CPUs (taskset, cgroup)")?;
     let out = f();
-    sched_setaffinity(this_thread, &before).context("putting this thread back on its CPUs")?;
+    // The child is started by now and must not be lost to an error here: a
+    // thread left narrowed (putting back the set it had does not fail in
+    // practice) only runs this supervisor's later work on fewer CPUs.
+    if let Err(e) = sched_setaffinity(this_thread, &before) {
+        tracing::warn!(error = %e, "cannot put this thread back on its CPUs");
+    }
     Ok(out)
 }
 
@@ -418,8 +423,8 @@ pub enum NatsCpus {
     /// CPUs of its own when the supervisor may use two or more: the last
     /// half of them (at least one), the rest left to the roles. For a server
     /// that is the only one on the machine (`swarm up`, the harness). On a
-    /// 2-vCPU machine it took a chain of 50 down 5-7 % and the one-task
-    /// round trip about 8 % against a server that may run anywhere, and the
+    /// 2-vCPU machine it took a chain of 50 down 3-11 % and the one-task
+    /// round trip 2-6 % against a server that may run anywhere, and the
     /// sustained load no slower (BENCHMARKS.md, ninth round).
     Own,
     /// Exactly these CPUs (`taskset -c` numbers).
