@@ -22,10 +22,12 @@
 //! each sees the same host speed; it prints each way's p50 and p90 and the
 //! median over blocks of its ratio to `stream`.
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use async_nats::jetstream::{self, consumer::AckPolicy, consumer::pull, stream};
+use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
 use futures::StreamExt;
 
@@ -39,30 +41,11 @@ const WAYS: [&str; 2] = ["stream", "request"];
 /// Where the pinger takes pongs sent as core requests.
 const REQUESTS: &str = "cycle-requests.pong";
 
-async fn pull_stream(
-    js: &jetstream::Context,
-    name: &str,
-    subject: String,
-) -> anyhow::Result<pull::Stream> {
-    let consumer = js
-        .get_stream(STREAM)
-        .await?
-        .create_consumer(pull::Config {
-            durable_name: Some(name.into()),
-            filter_subject: subject,
-            ack_policy: AckPolicy::Explicit,
-            ..Default::default()
-        })
-        .await
-        .with_context(|| format!("creating the consumer {name}"))?;
-    Ok(consumer.messages().await?)
-}
-
 /// Answers each ping the way its subject names, until killed.
 async fn pong(url: &str) -> anyhow::Result<()> {
     let client = async_nats::connect(url).await?;
     let js = jetstream::new(client.clone());
-    let mut pings = pull_stream(&js, "ponger", "cycle.*.ping".into()).await?;
+    let mut pings = support::pull_stream(&js, STREAM, "ponger", "cycle.*.ping".into()).await?;
     while let Some(msg) = pings.next().await {
         let msg = msg.map_err(|e| anyhow::anyhow!("pulling a ping: {e}"))?;
         if msg.subject.as_str() == "cycle.request.ping" {
@@ -84,27 +67,9 @@ async fn pong(url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)]
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
 async fn ping(blocks: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let nats = swarm_cli::local::NatsProcess::start(
-        &swarm_cli::local::nats_server_bin()?,
-        Some(std::path::Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../nats.conf"
-        ))),
-        None,
-        &dir.path().join("store"),
-        &dir.path().join("nats.log"),
-    )?;
+    let nats = support::server(dir.path())?;
     let url = nats.url();
     let client = async_nats::connect(&url).await?;
     let js = jetstream::new(client.clone());
@@ -126,9 +91,11 @@ async fn ping(blocks: usize) -> anyhow::Result<()> {
         Vec::new(),
         dir.path().join("ponger.log"),
     )?;
-    let mut stored = pull_stream(&js, "pinger-stream", "cycle.stream.pong".into()).await?;
+    let mut stored =
+        support::pull_stream(&js, STREAM, "pinger-stream", "cycle.stream.pong".into()).await?;
     // The request way's stored copies are taken and acked off the path.
-    let mut copies = pull_stream(&js, "pinger-request", "cycle.request.pong".into()).await?;
+    let mut copies =
+        support::pull_stream(&js, STREAM, "pinger-request", "cycle.request.pong".into()).await?;
     tokio::spawn(async move {
         while let Some(Ok(m)) = copies.next().await {
             let _ = m.ack().await;
@@ -201,7 +168,7 @@ async fn ping(blocks: usize) -> anyhow::Result<()> {
             if let Some(m) = held.take() {
                 m.ack().await.map_err(|e| anyhow::anyhow!("ack: {e}"))?;
             }
-            medians[k] = median(block_samples.clone());
+            medians[k] = support::median(block_samples.clone());
             samples[k].extend(block_samples);
         }
         for k in 0..WAYS.len() {
@@ -219,9 +186,9 @@ async fn ping(blocks: usize) -> anyhow::Result<()> {
         s.sort_by(f64::total_cmp);
         println!(
             "| {way} | {:.3} ms | {:.3} ms | {:.3} |",
-            percentile(s, 0.5),
-            percentile(s, 0.9),
-            median(ratios[k].clone())
+            support::percentile(s, 0.5),
+            support::percentile(s, 0.9),
+            support::median(ratios[k].clone())
         );
     }
     Ok(())

@@ -21,10 +21,12 @@
 //! ABCD then DCBA order, so each sees the same host speed; it prints each
 //! way's p50 and p90 and the median over blocks of its ratio to `consumer`.
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use async_nats::jetstream::{self, consumer::AckPolicy, consumer::pull, stream};
+use async_nats::jetstream::{self, consumer::pull, stream};
 use bytes::Bytes;
 use futures::StreamExt;
 
@@ -39,30 +41,17 @@ const WAYS: [&str; 4] = ["consumer", "republish", "direct", "core"];
 const DIRECT: &str = "legs.direct-copy";
 const REPUBLISHED: &str = "republished.legs.republish.pong";
 
-async fn pull_stream(
-    js: &jetstream::Context,
-    name: &str,
-    subject: String,
-) -> anyhow::Result<pull::Stream> {
-    let consumer = js
-        .get_stream(STREAM)
-        .await?
-        .create_consumer(pull::Config {
-            durable_name: Some(name.into()),
-            filter_subject: subject,
-            ack_policy: AckPolicy::Explicit,
-            ..Default::default()
-        })
-        .await
-        .with_context(|| format!("creating the consumer {name}"))?;
-    Ok(consumer.messages().await?)
-}
-
 /// Answers each ping of `way` the way it names, until killed.
 async fn pong(url: &str, way: &str) -> anyhow::Result<()> {
     let client = async_nats::connect(url).await?;
     let js = jetstream::new(client.clone());
-    let mut pings = pull_stream(&js, &format!("ponger-{way}"), format!("legs.{way}.ping")).await?;
+    let mut pings = support::pull_stream(
+        &js,
+        STREAM,
+        &format!("ponger-{way}"),
+        format!("legs.{way}.ping"),
+    )
+    .await?;
     while let Some(msg) = pings.next().await {
         let msg = msg.map_err(|e| anyhow::anyhow!("pulling a ping: {e}"))?;
         if way != "core" {
@@ -80,27 +69,9 @@ async fn pong(url: &str, way: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)]
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
 async fn ping(blocks: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let nats = swarm_cli::local::NatsProcess::start(
-        &swarm_cli::local::nats_server_bin()?,
-        Some(std::path::Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../nats.conf"
-        ))),
-        None,
-        &dir.path().join("store"),
-        &dir.path().join("nats.log"),
-    )?;
+    let nats = support::server(dir.path())?;
     let url = nats.url();
     let client = async_nats::connect(&url).await?;
     let js = jetstream::new(client.clone());
@@ -133,7 +104,15 @@ async fn ping(blocks: usize) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut stored = Vec::new();
     for way in WAYS {
-        stored.push(pull_stream(&js, &format!("pinger-{way}"), format!("legs.{way}.pong")).await?);
+        stored.push(
+            support::pull_stream(
+                &js,
+                STREAM,
+                &format!("pinger-{way}"),
+                format!("legs.{way}.pong"),
+            )
+            .await?,
+        );
     }
     let mut republished = client.subscribe(REPUBLISHED).await?;
     let mut direct = client.subscribe(DIRECT).await?;
@@ -193,7 +172,7 @@ async fn ping(blocks: usize) -> anyhow::Result<()> {
                     block_samples.push(elapsed.as_secs_f64() * 1e3);
                 }
             }
-            medians[k] = median(block_samples.clone());
+            medians[k] = support::median(block_samples.clone());
             samples[k].extend(block_samples);
         }
         for k in 0..WAYS.len() {
@@ -211,9 +190,9 @@ async fn ping(blocks: usize) -> anyhow::Result<()> {
         s.sort_by(f64::total_cmp);
         println!(
             "| {way} | {:.3} ms | {:.3} ms | {:.3} |",
-            percentile(s, 0.5),
-            percentile(s, 0.9),
-            median(ratios[k].clone())
+            support::percentile(s, 0.5),
+            support::percentile(s, 0.9),
+            support::median(ratios[k].clone())
         );
     }
     Ok(())
