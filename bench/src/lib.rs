@@ -194,13 +194,8 @@ impl Args {
 /// `own (1)`: the setting and the CPUs it gives a server here.
 fn describe_cpus(cpus: &swarm_cli::local::NatsCpus) -> String {
     match cpus.here() {
-        Some(list) => format!(
-            "{cpus} ({})",
-            list.iter()
-                .map(usize::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
+        // A list prints as the CPU numbers, comma-separated.
+        Some(list) => format!("{cpus} ({})", swarm_cli::local::NatsCpus::List(list)),
         None => format!("{cpus} (any)"),
     }
 }
