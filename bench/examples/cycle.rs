@@ -106,19 +106,11 @@ async fn ping(blocks: usize) -> anyhow::Result<()> {
     // The ponger's consumer exists once it has answered a ping.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let payload = Bytes::from(vec![b'x'; PAYLOAD]);
-    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); WAYS.len()];
-    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); WAYS.len()];
+    let mut figures = support::Figures::new(&WAYS);
     let mut sequence = 0u64;
     for block in 0..blocks {
-        let mut medians = [0.0; WAYS.len()];
-        for turn in 0..WAYS.len() {
-            let k = if block % 2 == 0 {
-                turn
-            } else {
-                WAYS.len() - 1 - turn
-            };
+        for k in figures.turns(block) {
             let way = WAYS[k];
-            let mut block_samples = Vec::with_capacity(PER_BLOCK);
             let mut held: Option<jetstream::Message> = None;
             for i in 0..PER_BLOCK {
                 let start = Instant::now();
@@ -162,35 +154,22 @@ async fn ping(blocks: usize) -> anyhow::Result<()> {
                 };
                 ack.await.context("ping not stored")?;
                 if i >= WARM {
-                    block_samples.push(elapsed.as_secs_f64() * 1e3);
+                    figures.push(k, elapsed.as_secs_f64() * 1e3);
                 }
             }
             if let Some(m) = held.take() {
                 m.ack().await.map_err(|e| anyhow::anyhow!("ack: {e}"))?;
             }
-            medians[k] = support::median(block_samples.clone());
-            samples[k].extend(block_samples);
         }
-        for k in 0..WAYS.len() {
-            ratios[k].push(medians[k] / medians[0]);
-        }
+        figures.end_block();
     }
-    println!(
-        "A hop, {blocks} blocks of {} hops per way (ping stored and pulled, then the pong):\n",
-        PER_BLOCK - WARM
+    figures.print(
+        &format!(
+            "A hop, {blocks} blocks of {} hops per way (ping stored and pulled, then the pong):",
+            PER_BLOCK - WARM
+        ),
+        "pong by",
     );
-    println!("| pong by | p50 | p90 | / stream, median of blocks |");
-    println!("|---|---|---|---|");
-    for (k, way) in WAYS.iter().enumerate() {
-        let s = &mut samples[k];
-        s.sort_by(f64::total_cmp);
-        println!(
-            "| {way} | {:.3} ms | {:.3} ms | {:.3} |",
-            support::percentile(s, 0.5),
-            support::percentile(s, 0.9),
-            support::median(ratios[k].clone())
-        );
-    }
     Ok(())
 }
 

@@ -120,8 +120,7 @@ async fn ping(blocks: usize) -> anyhow::Result<()> {
     // The pongers' consumers exist once each has answered a ping.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let payload = Bytes::from(vec![b'x'; PAYLOAD]);
-    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); WAYS.len()];
-    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); WAYS.len()];
+    let mut figures = support::Figures::new(&WAYS);
     let next = async |s: &mut pull::Stream| -> anyhow::Result<jetstream::Message> {
         tokio::time::timeout(Duration::from_secs(10), s.next())
             .await
@@ -130,15 +129,8 @@ async fn ping(blocks: usize) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("pulling a pong: {e}"))
     };
     for block in 0..blocks {
-        let mut medians = [0.0; WAYS.len()];
-        for turn in 0..WAYS.len() {
-            let k = if block % 2 == 0 {
-                turn
-            } else {
-                WAYS.len() - 1 - turn
-            };
+        for k in figures.turns(block) {
             let way = WAYS[k];
-            let mut block_samples = Vec::with_capacity(PER_BLOCK);
             for i in 0..PER_BLOCK {
                 let start = Instant::now();
                 let ack = js
@@ -169,32 +161,16 @@ async fn ping(blocks: usize) -> anyhow::Result<()> {
                 }
                 ack.await.context("ping not stored")?;
                 if i >= WARM {
-                    block_samples.push(elapsed.as_secs_f64() * 1e3);
+                    figures.push(k, elapsed.as_secs_f64() * 1e3);
                 }
             }
-            medians[k] = support::median(block_samples.clone());
-            samples[k].extend(block_samples);
         }
-        for k in 0..WAYS.len() {
-            ratios[k].push(medians[k] / medians[0]);
-        }
+        figures.end_block();
     }
-    println!(
-        "Return leg, {blocks} blocks of {} round trips per way (ping stored and pulled, then the pong):\n",
-        PER_BLOCK - WARM
+    figures.print(
+        &format!("Return leg, {blocks} blocks of {} round trips per way (ping stored and pulled, then the pong):", PER_BLOCK - WARM),
+        "pong by",
     );
-    println!("| pong by | p50 | p90 | / consumer, median of blocks |");
-    println!("|---|---|---|---|");
-    for (k, way) in WAYS.iter().enumerate() {
-        let s = &mut samples[k];
-        s.sort_by(f64::total_cmp);
-        println!(
-            "| {way} | {:.3} ms | {:.3} ms | {:.3} |",
-            support::percentile(s, 0.5),
-            support::percentile(s, 0.9),
-            support::median(ratios[k].clone())
-        );
-    }
     Ok(())
 }
 
