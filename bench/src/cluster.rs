@@ -416,9 +416,8 @@ impl BenchCluster {
         format!("bench-{label}-{n}")
     }
 
-    /// Submits `request` (which must carry a mission id) and waits for its
-    /// report. Returns the time from just before the submission to the
-    /// report's arrival, and the report.
+    /// Submits `request` and waits for its report. Returns the time from
+    /// just before the submission to the report's arrival, and the report.
     pub async fn run_mission(
         &self,
         request: &MissionRequest,
@@ -434,21 +433,24 @@ impl BenchCluster {
         request: &MissionRequest,
         timeout: Duration,
     ) -> anyhow::Result<MissionRun> {
-        let mission_id = request
+        // A mission id names its swarm before the boss does; without one,
+        // the reply names it (its report, should it come first, waits in
+        // the mailbox).
+        let named = request
             .mission_id
             .as_deref()
-            .context("benchmark missions carry a mission id")?;
-        let swarm_id = swarm_common::mission::swarm_id_for(Some(mission_id));
-        let report = self.reports.expect(&swarm_id);
+            .map(|id| swarm_common::mission::swarm_id_for(Some(id)));
+        let early = named.as_deref().map(|id| self.reports.expect(id));
         let submitted = chrono::Utc::now();
         let start = Instant::now();
         let reply = swarm_cli::client::submit(&self.client, request, timeout).await?;
-        if reply.swarm_id != swarm_id {
-            bail!(
-                "the boss named the swarm {} rather than {swarm_id}",
-                reply.swarm_id
-            );
+        let swarm_id = reply.swarm_id;
+        if let Some(named) = named
+            && named != swarm_id
+        {
+            bail!("the boss named the swarm {swarm_id} rather than {named}");
         }
+        let report = early.unwrap_or_else(|| self.reports.expect(&swarm_id));
         let arrival = self
             .within(timeout, report, || format!("no report for {swarm_id}"))
             .await?;

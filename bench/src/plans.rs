@@ -77,6 +77,15 @@ pub fn mission(mission_id: &str, pool: &str, tasks: Vec<Value>) -> anyhow::Resul
     serde_json::from_value(request).context("a benchmark plan does not fit the protocol's types")
 }
 
+/// As [`mission`], with no mission id, as `swarm run` sends a mission
+/// unless told one: the boss names a new swarm for it (`label` only names
+/// the mission's text).
+pub fn fresh(label: &str, pool: &str, tasks: Vec<Value>) -> anyhow::Result<MissionRequest> {
+    let mut request = mission(label, pool, tasks)?;
+    request.mission_id = None;
+    Ok(request)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)] // tests report failure by panicking
@@ -90,7 +99,9 @@ mod tests {
         assert_eq!(f[3]["dependencies"], json!(["t0", "t1", "t2"]));
         let c = chain(3);
         assert_eq!(c[2]["dependencies"], json!(["t1"]));
+        assert_eq!(fresh("m0", "general", chain(2)).unwrap().mission_id, None);
         let m = mission("m1", "general", c).unwrap();
+        assert_eq!(m.mission_id.as_deref(), Some("m1"));
         let plan = m.plan.unwrap();
         assert_eq!(plan.tasks.len(), 3);
         assert!(plan.tasks[1].description.contains(r#""tool":"echo""#));

@@ -238,11 +238,11 @@ impl CpuUse {
     }
 }
 
-/// Runs `mission_id`'s one-task mission a few times so the first figures
-/// are not the cold start of each process.
+/// Runs a one-task mission a few times so the first figures are not the
+/// cold start of each process.
 pub async fn warm_up(c: &BenchCluster) -> anyhow::Result<()> {
     for _ in 0..3 {
-        let req = plans::mission(&c.mission_id("warmup"), "general", plans::independent(1))?;
+        let req = plans::fresh(&c.mission_id("warmup"), "general", plans::independent(1))?;
         let (_, report) = c.run_mission(&req, MISSION_TIMEOUT).await?;
         ensure_completed(&report, "warm-up")?;
     }
@@ -258,6 +258,25 @@ struct Case {
     runs: usize,
     peers: [&'static str; 3],
     chain: bool,
+    /// Submitted with a mission id: its record is stored before its
+    /// deployment, to tell a new mission from a resubmission.
+    named: bool,
+}
+
+impl Case {
+    /// One run's request on `c`.
+    fn request(
+        &self,
+        c: &BenchCluster,
+        label: &str,
+    ) -> anyhow::Result<swarm_common::mission::MissionRequest> {
+        let label = c.mission_id(label);
+        if self.named {
+            plans::mission(&label, "general", self.tasks.clone())
+        } else {
+            plans::fresh(&label, "general", self.tasks.clone())
+        }
+    }
 }
 
 /// The latency missions asked for, at `scale`'s sizes.
@@ -265,13 +284,20 @@ fn cases(scale: &Scale, one_task: bool, fan_out: bool, chain: bool) -> Vec<Case>
     let runs = |n: usize| n.max(1);
     let mut cases: Vec<Case> = Vec::new();
     if one_task {
-        cases.push(Case {
-            name: "one-task mission".into(),
-            tasks: plans::independent(1),
-            runs: runs(scale.one_task_runs),
-            peers: ["2 ms", "2 ms", "3 ms"],
-            chain: false,
-        });
+        for named in [false, true] {
+            cases.push(Case {
+                name: if named {
+                    "one-task mission, with a mission id".into()
+                } else {
+                    "one-task mission".into()
+                },
+                tasks: plans::independent(1),
+                runs: runs(scale.one_task_runs),
+                peers: ["2 ms", "2 ms", "3 ms"],
+                chain: false,
+                named,
+            });
+        }
     }
     if fan_out {
         cases.push(Case {
@@ -280,6 +306,7 @@ fn cases(scale: &Scale, one_task: bool, fan_out: bool, chain: bool) -> Vec<Case>
             runs: runs(scale.runs),
             peers: ["40 ms", "160 ms", "430 ms"],
             chain: false,
+            named: false,
         });
     }
     if chain {
@@ -289,6 +316,7 @@ fn cases(scale: &Scale, one_task: bool, fan_out: bool, chain: bool) -> Vec<Case>
             runs: runs(scale.runs),
             peers: ["25 ms", "90 ms", "155 ms"],
             chain: true,
+            named: false,
         });
     }
     cases
@@ -356,17 +384,15 @@ pub async fn latency(
     let paced = cases
         .into_iter()
         .flat_map(|case| scale.pacing.iter().map(move |p| (case.clone(), *p)));
-    for (
-        Case {
+    for (case, pacing) in paced {
+        let Case {
             name,
             tasks,
             runs: n,
             peers: [target, ray, celery],
             chain: is_chain,
-        },
-        pacing,
-    ) in paced
-    {
+            ..
+        } = case.clone();
         let name = match pacing {
             Pacing::Settled => name,
             Pacing::BackToBack => format!("{name}, back to back"),
@@ -381,7 +407,7 @@ pub async fn latency(
         let len = tasks.len();
         let cpu_before = CpuUse::read(c);
         for _ in 0..n {
-            let req = plans::mission(&c.mission_id("lat"), "general", tasks.clone())?;
+            let req = case.request(c, "lat")?;
             let run = c.run_mission_timed(&req, MISSION_TIMEOUT).await?;
             let report = &run.report;
             ensure_completed(report, &name)?;
@@ -492,7 +518,7 @@ pub async fn compare(
             let mut pair = [0.0; 2];
             for side in order {
                 let c = if side == 0 { a.0 } else { b.0 };
-                let req = plans::mission(&c.mission_id("ab"), "general", case.tasks.clone())?;
+                let req = case.request(c, "ab")?;
                 let run = c.run_mission_timed(&req, MISSION_TIMEOUT).await?;
                 ensure_completed(&run.report, &case.name)?;
                 c.settle(&run.swarm_id, MISSION_TIMEOUT).await?;

@@ -12,6 +12,8 @@ use swarm_common::{
     subjects,
 };
 use swarm_runtime::{Infra, wire};
+
+use crate::records;
 use tracing::{info, warn};
 
 /// What intake needs.
@@ -97,13 +99,17 @@ impl Intake {
 
     /// Records an accepted mission and returns the reply. A mission with its
     /// own plan needs no planner: its record is stored as deployed and the
-    /// deployment published from here. Any other mission goes to the missions
-    /// stream the planners consume. The same mission id gives the same swarm
-    /// id and `duplicate: true`.
+    /// deployment published from here (at the same time, when it has no
+    /// mission id: [`Self::deploy_fresh`]). Any other mission goes to the
+    /// missions stream the planners consume. The same mission id gives the
+    /// same swarm id and `duplicate: true`.
     async fn accept(
         &self,
         request: swarm_common::mission::MissionRequest,
     ) -> Result<MissionReply, ErrorBody> {
+        // Without a mission id the swarm id is new (a random UUID), so no
+        // other request can share it and the record has nothing to decide.
+        let fresh = request.mission_id.is_none();
         let swarm_id = swarm_id_for(request.mission_id.as_deref());
         let now = Utc::now();
         let plan = request.plan.as_ref().map(crate::planning::explicit_plan);
@@ -123,12 +129,10 @@ impl Intake {
             report_file: None,
             error: None,
         };
-        let internal = |what: &str, e: &dyn std::fmt::Display| {
-            let mut err = ErrorBody::new(ErrorCode::Internal, format!("{what}: {e}"));
-            err.retriable = true;
-            err
-        };
         let bytes = Bytes::from(Codec::MsgPack.encode(&record).map_err(ErrorBody::from)?);
+        if fresh && let Some(plan) = record.plan.clone() {
+            return self.deploy_fresh(&record, &plan, bytes).await;
+        }
         let (record, bytes, mut duplicate) =
             match self.infra.missions.create(&swarm_id, bytes.clone()).await {
                 Ok(_) => (record, bytes, false),
@@ -149,11 +153,7 @@ impl Intake {
                 }
                 Err(e) => return Err(internal("recording the mission", &e)),
             };
-        let reply = |duplicate: bool| MissionReply {
-            swarm_id: swarm_id.clone(),
-            status: "accepted".into(),
-            duplicate,
-        };
+        let reply = |duplicate: bool| accepted(&swarm_id, duplicate);
         match (&record.status, &record.plan) {
             (MissionStatus::Accepted, _) => {}
             // Deploying again is safe while the deployment's deduplication
@@ -197,4 +197,77 @@ impl Intake {
         info!(%swarm_id, duplicate, "mission accepted");
         Ok(reply(duplicate))
     }
+
+    /// Deploys a fresh mission (its own plan, no mission id) and stores its
+    /// record at the same time, instead of the record first: the managers
+    /// start one store round trip sooner. A mission id's record must come
+    /// first, since its create-if-absent is what tells a new mission from a
+    /// resubmission; a fresh swarm id cannot have been used before.
+    async fn deploy_fresh(
+        &self,
+        record: &MissionRecord,
+        plan: &swarm_common::SwarmDeploymentPlan,
+        bytes: Bytes,
+    ) -> Result<MissionReply, ErrorBody> {
+        let swarm_id = &record.swarm_id;
+        // The deployment is written first, so the server stores it first.
+        let (deployed, recorded) = tokio::join!(
+            crate::planning::deploy(&self.infra, &self.agent_id, record, plan, &self.limits),
+            self.infra.missions.create(swarm_id, bytes),
+        );
+        match (deployed, recorded.map(|_| ())) {
+            (Ok(()), Ok(())) => {
+                info!(%swarm_id, "mission accepted and deployed");
+                Ok(accepted(swarm_id, false))
+            }
+            (Ok(()), Err(e)) => {
+                // It runs (its deployment is stored), so a resubmission
+                // would run it twice: say so, and refuse a retry.
+                warn!(%swarm_id, error = %e, "mission deployed but not recorded");
+                let mut err = ErrorBody::new(
+                    ErrorCode::Internal,
+                    format!(
+                        "swarm {swarm_id} is deployed and runs, and its report comes as usual, \
+                         but its mission record could not be stored (recording the mission: \
+                         {e}), so `swarm status` \
+                         will not find it; do not submit the mission again"
+                    ),
+                );
+                err.retriable = false;
+                Err(err.with_detail("swarm_id", swarm_id))
+            }
+            (Err(e), recorded) => {
+                let error = internal("deploying the mission", &format!("{e:#}"))
+                    .with_detail("swarm_id", swarm_id);
+                if recorded.is_ok() {
+                    // Nothing runs: the record says so instead of "deployed".
+                    let stored = records::update(&self.infra.missions, swarm_id, None, |r| {
+                        r.status = MissionStatus::Failed;
+                        r.error = Some(error.clone());
+                    })
+                    .await;
+                    if let Err(e) = stored {
+                        warn!(%swarm_id, error = format!("{e:#}"), "cannot mark the undeployed mission failed");
+                    }
+                }
+                Err(error)
+            }
+        }
+    }
+}
+
+/// The answer to an accepted mission.
+fn accepted(swarm_id: &str, duplicate: bool) -> MissionReply {
+    MissionReply {
+        swarm_id: swarm_id.to_string(),
+        status: "accepted".into(),
+        duplicate,
+    }
+}
+
+/// An error of ours or of the broker's, worth a retry.
+fn internal(what: &str, e: &dyn std::fmt::Display) -> ErrorBody {
+    let mut err = ErrorBody::new(ErrorCode::Internal, format!("{what}: {e}"));
+    err.retriable = true;
+    err
 }

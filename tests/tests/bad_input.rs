@@ -13,7 +13,9 @@ use bytes::Bytes;
 use futures::StreamExt;
 use swarm_common::{
     Codec, DeadLetter, ErrorCode, SwarmStatus, headers as h,
-    mission::{MissionErrorReply, MissionReply, MissionRequest, swarm_id_for},
+    mission::{
+        MissionErrorReply, MissionRecord, MissionReply, MissionRequest, MissionStatus, swarm_id_for,
+    },
     subjects,
 };
 use swarm_testkit::Cluster;
@@ -72,13 +74,7 @@ async fn dead_letters(nc: &async_nats::Client, source: &str, at_least: usize) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_bad_mission_gets_a_typed_error_and_the_boss_keeps_serving() {
-    let mut cluster = Cluster::builder()
-        .bosses(1)
-        .managers(1)
-        .workers(1)
-        .start()
-        .await
-        .unwrap();
+    let mut cluster = common::one_of_each().await;
     let nc = cluster.client().await;
     let oversized = vec![b'a'; swarm_common::Limits::default().max_mission_bytes + 1];
     let cases: Vec<Case> = vec![
@@ -274,13 +270,7 @@ async fn the_same_mission_id_makes_one_swarm() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_on_a2ap_subjects_becomes_dead_letters_and_nothing_stops() {
-    let mut cluster = Cluster::builder()
-        .bosses(1)
-        .managers(1)
-        .workers(1)
-        .start()
-        .await
-        .unwrap();
+    let mut cluster = common::one_of_each().await;
     let nc = cluster.client().await;
     let js = jetstream::new(nc.clone());
     let ghost = "0b7e5a4c-0000-4000-8000-000000000000";
@@ -373,13 +363,7 @@ async fn a_result_acks_its_own_assignment_and_no_subject_it_merely_names() {
     // manager acks it there. Any other subject named so (an API call, a
     // subject of the sender's choosing, another consumer's ack) gets
     // nothing from the manager.
-    let cluster = Cluster::builder()
-        .bosses(1)
-        .managers(1)
-        .workers(1)
-        .start()
-        .await
-        .unwrap();
+    let cluster = common::one_of_each().await;
     let nc = cluster.client().await;
     let js = jetstream::new(nc.clone());
     // Its persona's pool has no worker: the test plays one.
@@ -430,4 +414,105 @@ async fn a_result_acks_its_own_assignment_and_no_subject_it_merely_names() {
         assert!(got.is_err(), "the manager published to {what}: {got:?}");
     }
     assert!(js.get_stream(subjects::A2AP_STREAM).await.is_ok());
+}
+
+/// Sets the largest message `stream` stores (`-1`: no limit of its own).
+async fn set_max_msg_size(js: &jetstream::Context, stream: &str, max: i32) {
+    let mut config = js
+        .get_stream(stream)
+        .await
+        .unwrap()
+        .cached_info()
+        .config
+        .clone();
+    config.max_message_size = max;
+    js.update_stream(config).await.unwrap();
+}
+
+/// Submits `request` and returns the error it is refused with, waiting as
+/// long as the boss's retries of a failing store take.
+async fn refused(nc: &async_nats::Client, request: &MissionRequest) -> swarm_common::ErrorBody {
+    let body = Bytes::from(Codec::Json.encode(request).unwrap());
+    let reply = nc
+        .request_with_headers(subjects::MISSIONS, ct(swarm_common::codec::JSON), body)
+        .await
+        .expect("the boss answers");
+    match Codec::Json.decode::<MissionErrorReply>(&reply.payload) {
+        Ok(refusal) => refusal.error,
+        Err(_) => panic!("accepted: {}", String::from_utf8_lossy(&reply.payload)),
+    }
+}
+
+/// A mission with its own plan and no mission id is deployed while its
+/// record is stored, so either may fail alone: the reply says which, and
+/// whether to submit again; what runs and what is recorded agree with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_mission_stored_only_half_says_which_half_and_loses_nothing() {
+    let mut cluster = common::one_of_each().await;
+    // A deployment the stream refuses is retried for up to about 15 s.
+    let nc = async_nats::ConnectOptions::new()
+        .request_timeout(Some(Duration::from_secs(60)))
+        .connect(cluster.url())
+        .await
+        .unwrap();
+    let js = jetstream::new(nc.clone());
+    let missions = js.get_key_value(subjects::MISSIONS_BUCKET).await.unwrap();
+    let request = common::mission(
+        "Echo once",
+        vec![common::task("a", &common::echo("half"), &[])],
+    );
+    let record = |swarm_id: String| {
+        let missions = missions.clone();
+        async move {
+            missions
+                .get(&swarm_id)
+                .await
+                .unwrap()
+                .map(|b| Codec::MsgPack.decode::<MissionRecord>(&b).unwrap())
+        }
+    };
+
+    // The A2AP stream refuses the deployment: nothing runs, the record says
+    // the mission failed, and a retry is welcome.
+    set_max_msg_size(&js, subjects::A2AP_STREAM, 64).await;
+    let error = refused(&nc, &request).await;
+    set_max_msg_size(&js, subjects::A2AP_STREAM, -1).await;
+    assert_eq!(error.code, ErrorCode::Internal);
+    assert!(error.retriable, "{error:?}");
+    assert!(error.message.contains("deploying the mission"), "{error:?}");
+    let swarm_id = error.details["swarm_id"].clone();
+    let stored = record(swarm_id.clone())
+        .await
+        .expect("the record is stored");
+    assert_eq!(stored.status, MissionStatus::Failed);
+    assert_eq!(stored.error.as_ref(), Some(&error));
+    assert!(
+        common::messages::<swarm_common::SwarmDeployment>(&nc, &subjects::deploy(&swarm_id))
+            .await
+            .is_empty()
+    );
+
+    // The missions bucket refuses the record: the deployment is stored, so
+    // the mission runs to its report, and the reply says not to submit it again.
+    set_max_msg_size(&js, "KV_missions", 64).await;
+    let error = refused(&nc, &request).await;
+    set_max_msg_size(&js, "KV_missions", -1).await;
+    assert_eq!(error.code, ErrorCode::Internal);
+    assert!(!error.retriable, "{error:?}");
+    assert!(error.message.contains("do not submit"), "{error:?}");
+    let swarm_id = error.details["swarm_id"].clone();
+    let report = common::final_report(&cluster, &nc, &swarm_id, 60).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed);
+    assert!(record(swarm_id.clone()).await.is_none());
+    common::assert_one_report(&nc, &swarm_id).await;
+
+    // Both stores whole again: the next mission is accepted and recorded.
+    let swarm_id = common::submit(&nc, &request).await;
+    let report = common::final_report(&cluster, &nc, &swarm_id, 60).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed);
+    let stored = record(swarm_id.clone())
+        .await
+        .expect("the record is stored");
+    assert_eq!(stored.plan.map(|p| p.tasks.len()), Some(1));
+    assert!(cluster.bosses[0].is_running());
 }

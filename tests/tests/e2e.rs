@@ -249,13 +249,7 @@ async fn an_explicit_plan_runs_a_chain_a_fan_out_and_a_revision() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_task_cancels_its_dependents_and_the_report_says_failed() {
-    let cluster = Cluster::builder()
-        .bosses(1)
-        .managers(1)
-        .workers(1)
-        .start()
-        .await
-        .unwrap();
+    let cluster = common::one_of_each().await;
     let nc = cluster.client().await;
     let tasks = vec![
         common::task(

@@ -306,3 +306,14 @@ pub async fn no_assignment_pending(
     )
     .await
 }
+
+/// A cluster of one boss, one manager and one worker, started.
+pub async fn one_of_each() -> Cluster {
+    Cluster::builder()
+        .bosses(1)
+        .managers(1)
+        .workers(1)
+        .start()
+        .await
+        .unwrap()
+}
