@@ -174,7 +174,6 @@ pub async fn deploy(
         accepted_at: record.accepted_at,
         deadline: record.accepted_at + max_execution,
     };
-    let tasks = swarm_common::validate::expand_tasks(plan).len();
     let env = Envelope::new(
         agent_id,
         "manager",
@@ -190,6 +189,6 @@ pub async fn deploy(
     )
     .await
     .context("publishing the deployment")?;
-    info!(%swarm_id, tasks, workers = plan.workers.len(), planner = %plan.planner, "swarm deployed");
+    info!(%swarm_id, tasks = swarm_common::validate::expand_tasks(plan).len(), workers = plan.workers.len(), planner = %plan.planner, "swarm deployed");
     Ok(())
 }

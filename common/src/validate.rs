@@ -1,6 +1,7 @@
 //! Plan validation and task-graph helpers: pure functions the boss and the
 //! manager share, so a plan is judged by one set of rules.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use crate::error::{ErrorBody, ErrorCode};
@@ -13,12 +14,14 @@ fn invalid(message: impl Into<String>) -> ErrorBody {
 }
 
 /// The plan's tasks, or one task per persona from the manager's directive
-/// when the plan lists none.
-pub fn expand_tasks(plan: &SwarmDeploymentPlan) -> Vec<TaskDefinition> {
+/// when the plan lists none. The plan's own list is lent, not copied: a
+/// reader (the checks, a count) needs no copy of every task.
+pub fn expand_tasks(plan: &SwarmDeploymentPlan) -> Cow<'_, [TaskDefinition]> {
     if !plan.tasks.is_empty() {
-        return plan.tasks.clone();
+        return Cow::Borrowed(&plan.tasks);
     }
-    plan.workers
+    let tasks = plan
+        .workers
         .iter()
         .enumerate()
         .map(|(i, w)| TaskDefinition {
@@ -39,7 +42,8 @@ pub fn expand_tasks(plan: &SwarmDeploymentPlan) -> Vec<TaskDefinition> {
             max_result_bytes: None,
             gates: Vec::new(),
         })
-        .collect()
+        .collect();
+    Cow::Owned(tasks)
 }
 
 /// Checks a plan against the rules and the limits: personas exist and are
@@ -102,7 +106,7 @@ pub fn validate_plan(plan: &SwarmDeploymentPlan, limits: &Limits) -> Result<(), 
         ));
     }
     let mut ids = HashSet::new();
-    for t in &tasks {
+    for t in tasks.iter() {
         if !is_token(&t.task_id) {
             return Err(invalid(format!(
                 "task id {:?} must be 1 to 128 letters, digits, '-' or '_'",
@@ -131,7 +135,7 @@ pub fn validate_plan(plan: &SwarmDeploymentPlan, limits: &Limits) -> Result<(), 
             .with_detail("task_id", &t.task_id));
         }
     }
-    for t in &tasks {
+    for t in tasks.iter() {
         for d in &t.dependencies {
             if !ids.contains(d.as_str()) {
                 return Err(invalid(format!(

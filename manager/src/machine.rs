@@ -108,7 +108,7 @@ pub fn deploy(
         index: Default::default(),
     };
     let checked = validate_plan(&d.plan, &d.limits).and_then(|()| {
-        let tasks = expand_tasks(&d.plan);
+        let tasks = expand_tasks(&d.plan).into_owned();
         let prio = priorities(&tasks)?;
         Ok((tasks, prio))
     });
