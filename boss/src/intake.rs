@@ -12,9 +12,9 @@ use swarm_common::{
     subjects,
 };
 use swarm_runtime::{Infra, wire};
+use tracing::{info, warn};
 
 use crate::records;
-use tracing::{info, warn};
 
 /// What intake needs.
 pub struct Intake {
@@ -130,8 +130,8 @@ impl Intake {
             error: None,
         };
         let bytes = Bytes::from(Codec::MsgPack.encode(&record).map_err(ErrorBody::from)?);
-        if fresh && let Some(plan) = record.plan.clone() {
-            return self.deploy_fresh(&record, &plan, bytes).await;
+        if fresh && let Some(plan) = &record.plan {
+            return self.deploy_fresh(&record, plan, bytes).await;
         }
         let (record, bytes, mut duplicate) =
             match self.infra.missions.create(&swarm_id, bytes.clone()).await {
@@ -215,8 +215,8 @@ impl Intake {
             crate::planning::deploy(&self.infra, &self.agent_id, record, plan, &self.limits),
             self.infra.missions.create(swarm_id, bytes),
         );
-        match (deployed, recorded.map(|_| ())) {
-            (Ok(()), Ok(())) => {
+        match (deployed, recorded) {
+            (Ok(()), Ok(_)) => {
                 info!(%swarm_id, "mission accepted and deployed");
                 Ok(accepted(swarm_id, false))
             }
@@ -229,8 +229,8 @@ impl Intake {
                     format!(
                         "swarm {swarm_id} is deployed and runs, and its report comes as usual, \
                          but its mission record could not be stored (recording the mission: \
-                         {e}), so `swarm status` \
-                         will not find it; do not submit the mission again"
+                         {e}), so `swarm status` will not find it; do not submit the mission \
+                         again"
                     ),
                 );
                 err.retriable = false;
@@ -239,13 +239,16 @@ impl Intake {
             (Err(e), recorded) => {
                 let error = internal("deploying the mission", &format!("{e:#}"))
                     .with_detail("swarm_id", swarm_id);
-                if recorded.is_ok() {
-                    // Nothing runs: the record says so instead of "deployed".
-                    let stored = records::update(&self.infra.missions, swarm_id, None, |r| {
-                        r.status = MissionStatus::Failed;
-                        r.error = Some(error.clone());
-                    })
-                    .await;
+                if let Ok(revision) = recorded {
+                    // Nothing runs: the record says so instead of "deployed"
+                    // (changed from the revision just created, not read again).
+                    let known = Some((record.clone(), revision));
+                    let stored =
+                        records::update_from(&self.infra.missions, swarm_id, known, None, |r| {
+                            r.status = MissionStatus::Failed;
+                            r.error = Some(error.clone());
+                        })
+                        .await;
                     if let Err(e) = stored {
                         warn!(%swarm_id, error = format!("{e:#}"), "cannot mark the undeployed mission failed");
                     }
