@@ -10,6 +10,7 @@
 
 pub mod cluster;
 pub mod floor;
+pub mod peers;
 pub mod plans;
 pub mod scenarios;
 pub mod stats;
@@ -137,6 +138,13 @@ pub struct Args {
     /// table gives the median of the pairs' ratios. Nothing else runs.
     #[arg(long, value_name = "DIR")]
     pub against: Option<std::path::PathBuf>,
+    /// Measure these peers beside Swarm (`ray`, `celery`, `threads`; comma-
+    /// separated): the one-task, fan-out and chain missions on Swarm and the
+    /// same shapes on each peer, run by run in turns, and one table gives the
+    /// median of the pairs' ratios. Ray and Celery are installed on first use
+    /// (bench/peers/setup.sh). Nothing else runs.
+    #[arg(long, value_enum, value_delimiter = ',', conflicts_with = "against")]
+    pub peers: Vec<peers::Peer>,
     /// Use the role binaries as they are; do not run `cargo build` for them first.
     #[arg(long)]
     pub no_build: bool,
@@ -170,6 +178,15 @@ impl Args {
 
     fn wants(&self, s: Scenario) -> bool {
         self.scenarios.contains(&Scenario::All) || self.scenarios.contains(&s)
+    }
+
+    /// Which latency missions to run: one-task, fan-out, chain.
+    fn latency_missions(&self) -> (bool, bool, bool) {
+        (
+            self.wants(Scenario::OneTask),
+            self.wants(Scenario::FanOut),
+            self.wants(Scenario::Chain),
+        )
     }
 
     fn spec(&self, sync: SyncMode) -> ClusterSpec {
@@ -262,11 +279,7 @@ pub async fn run(args: &Args, build: BuildPolicy) -> anyhow::Result<Vec<Table>> 
             server.push_str(&format!(", nats-server CPUs {}", describe_cpus(cpus)));
         }
         println!("# B: binaries from {}{server}\n", other.display());
-        let (one, fan, chain) = (
-            args.wants(Scenario::OneTask),
-            args.wants(Scenario::FanOut),
-            args.wants(Scenario::Chain),
-        );
+        let (one, fan, chain) = args.latency_missions();
         for sync in args.syncs() {
             let (a, fa) = start(args.spec(sync), &bin_dir, &scale).await?;
             let mut b_spec = args.spec(sync);
@@ -282,12 +295,26 @@ pub async fn run(args: &Args, build: BuildPolicy) -> anyhow::Result<Vec<Table>> 
         }
         return Ok(tables);
     }
-    for sync in args.syncs() {
-        let (one, fan, chain) = (
-            args.wants(Scenario::OneTask),
-            args.wants(Scenario::FanOut),
-            args.wants(Scenario::Chain),
+    if !args.peers.is_empty() {
+        let (one, fan, chain) = args.latency_missions();
+        println!(
+            "# peers: {}\n",
+            args.peers
+                .iter()
+                .map(|p| p.name())
+                .collect::<Vec<_>>()
+                .join(", ")
         );
+        for sync in args.syncs() {
+            let (c, f) = start(args.spec(sync), &bin_dir, &scale).await?;
+            let t = scenarios::versus_peers(&c, &f, &args.peers, &scale, one, fan, chain).await;
+            c.stop().await;
+            emit(&mut tables, t?);
+        }
+        return Ok(tables);
+    }
+    for sync in args.syncs() {
+        let (one, fan, chain) = args.latency_missions();
         if args.wants(Scenario::Floor) || one || fan || chain {
             let (c, f) = start(args.spec(sync), &bin_dir, &scale).await?;
             if args.wants(Scenario::Floor) {

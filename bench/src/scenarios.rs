@@ -13,6 +13,7 @@ use swarm_common::{FinalReport, SwarmStatus, TaskOutcome, subjects};
 
 use crate::cluster::BenchCluster;
 use crate::floor::Floor;
+use crate::peers::{Peer, PeerDriver, Shape};
 use crate::plans;
 use crate::stats::{Summary, fmt_bytes, fmt_ms, fmt_rate, fmt_x, ms};
 use crate::table::Table;
@@ -256,7 +257,10 @@ struct Case {
     name: String,
     tasks: Vec<serde_json::Value>,
     runs: usize,
-    peers: [&'static str; 3],
+    /// The issue's figures in ms: the target, Ray 2.60's and Celery 5.7's.
+    issue: [f64; 3],
+    /// The same mission for a peer.
+    shape: Shape,
     chain: bool,
     /// Submitted with a mission id: its record is stored before its
     /// deployment, to tell a new mission from a resubmission.
@@ -293,7 +297,8 @@ fn cases(scale: &Scale, one_task: bool, fan_out: bool, chain: bool) -> Vec<Case>
                 },
                 tasks: plans::independent(1),
                 runs: runs(scale.one_task_runs),
-                peers: ["2 ms", "2 ms", "3 ms"],
+                issue: [2.0, 2.0, 3.0],
+                shape: Shape::OneTask,
                 chain: false,
                 named,
             });
@@ -304,7 +309,8 @@ fn cases(scale: &Scale, one_task: bool, fan_out: bool, chain: bool) -> Vec<Case>
             name: format!("fan-out {} + fan-in", scale.fan_out),
             tasks: plans::fan_out(scale.fan_out),
             runs: runs(scale.runs),
-            peers: ["40 ms", "160 ms", "430 ms"],
+            issue: [40.0, 160.0, 430.0],
+            shape: Shape::FanOut(scale.fan_out),
             chain: false,
             named: false,
         });
@@ -314,7 +320,8 @@ fn cases(scale: &Scale, one_task: bool, fan_out: bool, chain: bool) -> Vec<Case>
             name: format!("chain of {}", scale.chain),
             tasks: plans::chain(scale.chain),
             runs: runs(scale.runs),
-            peers: ["25 ms", "90 ms", "155 ms"],
+            issue: [25.0, 90.0, 155.0],
+            shape: Shape::Chain(scale.chain),
             chain: true,
             named: false,
         });
@@ -389,7 +396,7 @@ pub async fn latency(
             name,
             tasks,
             runs: n,
-            peers: [target, ray, celery],
+            issue: [target, ray, celery],
             chain: is_chain,
             ..
         } = case.clone();
@@ -444,9 +451,9 @@ pub async fn latency(
             fmt_ms(s.max),
             fmt_x(s.p50, floor.rtt.p50),
             fmt_x(s.p50, floor.hop_ms()),
-            target.into(),
-            ray.into(),
-            celery.into(),
+            format!("{target} ms"),
+            format!("{ray} ms"),
+            format!("{celery} ms"),
         ]);
         let p50 = |v: Vec<f64>| Summary::of(v).map_or_else(|| "-".to_owned(), |s| fmt_ms(s.p50));
         let tl = Summary::of(task_lat).context("no task timestamps")?;
@@ -476,6 +483,58 @@ pub async fn latency(
     }
     t.note(floor_note(floor));
     Ok(vec![t, detail])
+}
+
+/// Times of runs taken in pairs, one on each of two sides, and each
+/// pair's ratio, second side over first.
+#[derive(Default)]
+struct Pairs {
+    times: [Vec<f64>; 2],
+    ratios: Vec<f64>,
+}
+
+impl Pairs {
+    /// The order of the sides in pair `i`: each goes first in every other
+    /// pair (ABBA), so neither always runs on the machine the other left.
+    fn order(i: usize) -> [usize; 2] {
+        if i.is_multiple_of(2) { [0, 1] } else { [1, 0] }
+    }
+
+    fn push(&mut self, pair: [f64; 2]) {
+        self.times[0].push(pair[0]);
+        self.times[1].push(pair[1]);
+        self.ratios.push(pair[1] / pair[0]);
+    }
+
+    /// Table cells: pairs, each side's p50, the median of the ratios, and
+    /// in how many pairs the second side was faster.
+    fn cells(self) -> anyhow::Result<[String; 5]> {
+        let faster = self.ratios.iter().filter(|r| **r < 1.0).count();
+        let n = self.ratios.len();
+        let [first, second] = self.times;
+        let (s1, s2, sr) = (
+            Summary::of(first).context("no runs")?,
+            Summary::of(second).context("no runs")?,
+            Summary::of(self.ratios).context("no runs")?,
+        );
+        Ok([
+            n.to_string(),
+            fmt_ms(s1.p50),
+            fmt_ms(s2.p50),
+            format!("{:.3}", sr.p50),
+            format!("{faster} of {n}"),
+        ])
+    }
+}
+
+/// One run of `case` on `c`, in milliseconds to its report, once the
+/// mission before it is closed; returns once this one is closed too.
+async fn settled_run(c: &BenchCluster, case: &Case, label: &str) -> anyhow::Result<f64> {
+    let req = case.request(c, label)?;
+    let run = c.run_mission_timed(&req, MISSION_TIMEOUT).await?;
+    ensure_completed(&run.report, &case.name)?;
+    c.settle(&run.swarm_id, MISSION_TIMEOUT).await?;
+    Ok(ms(run.elapsed))
 }
 
 /// The latency missions on two clusters at once, one built from binaries A
@@ -511,45 +570,134 @@ pub async fn compare(
         ],
     );
     for case in cases(scale, one_task, fan_out, chain) {
-        let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-        let mut ratios = Vec::new();
+        let mut pairs = Pairs::default();
         for i in 0..case.runs {
-            let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
             let mut pair = [0.0; 2];
-            for side in order {
-                let c = if side == 0 { a.0 } else { b.0 };
-                let req = case.request(c, "ab")?;
-                let run = c.run_mission_timed(&req, MISSION_TIMEOUT).await?;
-                ensure_completed(&run.report, &case.name)?;
-                c.settle(&run.swarm_id, MISSION_TIMEOUT).await?;
-                pair[side] = ms(run.elapsed);
-                times[side].push(pair[side]);
+            for side in Pairs::order(i) {
+                pair[side] = settled_run(if side == 0 { a.0 } else { b.0 }, &case, "ab").await?;
             }
-            ratios.push(pair[1] / pair[0]);
+            pairs.push(pair);
         }
-        let faster = ratios.iter().filter(|r| **r < 1.0).count();
-        let n = ratios.len();
-        let [ta, tb] = times;
-        let (sa, sb, sr) = (
-            Summary::of(ta).context("no runs")?,
-            Summary::of(tb).context("no runs")?,
-            Summary::of(ratios).context("no runs")?,
-        );
-        t.row(vec![
-            case.name,
-            n.to_string(),
-            fmt_ms(sa.p50),
-            fmt_ms(sb.p50),
-            format!("{:.3}", sr.p50),
-            format!("{faster} of {n}"),
-            format!(
-                "{} / {}",
-                fmt_ms(a.1.ping_pong.p50),
-                fmt_ms(b.1.ping_pong.p50)
-            ),
-        ]);
+        let mut row = vec![case.name];
+        row.extend(pairs.cells()?);
+        row.push(format!(
+            "{} / {}",
+            fmt_ms(a.1.ping_pong.p50),
+            fmt_ms(b.1.ping_pong.p50)
+        ));
+        t.row(row);
     }
     Ok(t)
+}
+
+/// Runs of each shape a peer gets before it is measured: Ray starts its
+/// worker processes on first use and takes ten or so runs to settle.
+fn peer_warm_up(scale: &Scale, shape: Shape) -> usize {
+    match (scale.runs, shape) {
+        (0..=2, _) => 1,
+        (_, Shape::OneTask) => 30,
+        _ => 10,
+    }
+}
+
+/// The latency missions on Swarm and on each peer in turn, run by run
+/// (Swarm first in one pair, the peer first in the next), each Swarm run
+/// submitted once the one before it is closed, so each pair's ratio is
+/// taken on one host speed. One peer runs at a time: each is started,
+/// warmed up, measured on every mission and stopped before the next, so
+/// no other peer's idle processes share the machine with a pair. The
+/// one-task mission runs without a mission id, as `swarm run` sends it.
+pub async fn versus_peers(
+    c: &BenchCluster,
+    floor: &Floor,
+    peers: &[Peer],
+    scale: &Scale,
+    one_task: bool,
+    fan_out: bool,
+    chain: bool,
+) -> anyhow::Result<Table> {
+    let sync = c.spec.sync;
+    let mut t = Table::new(
+        format!("Swarm and its peers, run by run ({sync})"),
+        "the latency missions on Swarm and the same shapes on each peer (`--peers`; \
+         bench/peers/driver.py: each task returns its input), one run on each in turn, the order \
+         swapped from one pair to the next, one peer at a time (started, warmed up, measured, \
+         stopped); Swarm from the request on `boss.missions` to its `FinalReport`, each run \
+         submitted once the one before is closed; a peer from submission to the last result in \
+         its client's hands. p50 of each side, and the median of the pairs' ratios Swarm / peer. \
+         The last column is what the issue's targets ask of that ratio: the target over the \
+         issue's figure for that peer.",
+        &[
+            "scenario",
+            "peer",
+            "pairs",
+            "peer p50",
+            "Swarm p50",
+            "Swarm / peer, median of pairs",
+            "Swarm faster in",
+            "issue: target / peer",
+        ],
+    );
+    let cases: Vec<Case> = cases(scale, one_task, fan_out, chain)
+        .into_iter()
+        .filter(|case| !case.named)
+        .collect();
+    for &peer in peers {
+        let mut d = PeerDriver::start(peer)
+            .await
+            .with_context(|| format!("starting the peer {}", peer.name()))?;
+        let measured = versus_one_peer(c, &mut d, &cases, scale, &mut t).await;
+        t.note(format!("{}: {}", d.label(), d.setup));
+        d.stop().await;
+        measured?;
+    }
+    t.note(
+        "Swarm stores every state change in JetStream before it goes on; how each peer keeps \
+         its results is in its line above.",
+    );
+    t.note(floor_note(floor));
+    Ok(t)
+}
+
+/// `versus_peers` for one peer: its warm-up, then a row per mission.
+async fn versus_one_peer(
+    c: &BenchCluster,
+    d: &mut PeerDriver,
+    cases: &[Case],
+    scale: &Scale,
+    t: &mut Table,
+) -> anyhow::Result<()> {
+    for case in cases {
+        for _ in 0..peer_warm_up(scale, case.shape) {
+            d.run(case.shape).await?;
+        }
+    }
+    for case in cases {
+        // Side 0 the peer, side 1 Swarm: the ratio is Swarm / peer.
+        let mut pairs = Pairs::default();
+        for i in 0..case.runs {
+            let mut pair = [0.0; 2];
+            for side in Pairs::order(i) {
+                pair[side] = if side == 0 {
+                    d.run(case.shape).await?
+                } else {
+                    settled_run(c, case, "peer").await?
+                };
+            }
+            pairs.push(pair);
+        }
+        let [target, ray, celery] = case.issue;
+        let asked = match d.peer {
+            Peer::Ray => format!("{:.3}", target / ray),
+            Peer::Celery => format!("{:.3}", target / celery),
+            Peer::Threads => "-".to_owned(),
+        };
+        let mut row = vec![case.name.clone(), d.label()];
+        row.extend(pairs.cells()?);
+        row.push(asked);
+        t.row(row);
+    }
+    Ok(())
 }
 
 /// Many missions at once: tasks per second and task latency.
