@@ -349,7 +349,8 @@ pub async fn latency(
          marked \"back to back\" submit each run as the previous report arrives, while the boss \
          still renders and stores that report's page. Nearest-rank percentiles. The multiples \
          divide the p50 by the floor's request/reply p50 and by the hop floor (2 publish-acks + \
-         1 CAS).",
+         1 CAS). The peers' columns are the issue's figures; `--peers` measures the peers here, \
+         run by run beside Swarm.",
         &[
             "scenario",
             "runs",
@@ -359,8 +360,8 @@ pub async fn latency(
             "x RTT",
             "x hop floor",
             "target",
-            "Ray 2.60",
-            "Celery 5.7",
+            "Ray 2.60 (issue)",
+            "Celery 5.7 (issue)",
         ],
     );
     let mut detail = Table::new(
