@@ -10,11 +10,13 @@ input (the `echo` of Swarm's plans):
 
 * `one-task`: one task, submitted and its result awaited;
 * `fan-out N`: N independent tasks and one that takes all their results;
-* `chain N`: N tasks, each taking the result of the one before.
+* `chain N`: N tasks, each taking the result of the one before;
+* `load M N`: M missions of N independent tasks each, all submitted at
+  once, until every result is in (the sustained load).
 
 Protocol, one JSON object per line. On start the driver prints
 `{"ready": true, "peer": ..., "version": ..., "setup": ...}`. Each request
-on stdin is `<shape> <size>`; the answer is `{"ms": <milliseconds>}` from
+on stdin is `<shape> <size>` (`load <missions> <tasks>`); the answer is `{"ms": <milliseconds>}` from
 submission to the last result in this process's hands, or `{"error": ...}`.
 End of input stops the peer (for Celery: its worker and its Redis).
 """
@@ -64,6 +66,10 @@ class ThreadsPeer:
         for _ in range(size - 1):
             x = self.pool.submit(echo, x).result()
         return x == 0
+
+    def load(self, missions, tasks):
+        futures = [[self.pool.submit(echo, t) for t in range(tasks)] for _ in range(missions)]
+        return all([f.result() for f in m] == list(range(tasks)) for m in futures)
 
     def stop(self):
         self.pool.shutdown()
@@ -118,6 +124,10 @@ class RayPeer:
         for _ in range(size - 1):
             ref = self.echo.remote(ref)
         return self.ray.get(ref) == 0
+
+    def load(self, missions, tasks):
+        refs = [[self.echo.remote(t) for t in range(tasks)] for _ in range(missions)]
+        return all(self.ray.get(m) == list(range(tasks)) for m in refs)
 
     def stop(self):
         self.ray.shutdown()
@@ -211,6 +221,12 @@ class CeleryPeer:
         job = chain(self.tasks.echo.s(0), *[self.tasks.echo.s() for _ in range(size - 1)])
         return job.apply_async().get(timeout=60) == 0
 
+    def load(self, missions, tasks):
+        from celery import group
+
+        jobs = [group(self.tasks.echo.s(t) for t in range(tasks)).apply_async() for _ in range(missions)]
+        return all(j.get(timeout=600) == list(range(tasks)) for j in jobs)
+
     def stop(self):
         for p in (getattr(self, "worker", None), self.redis):
             if p is not None and p.poll() is None:
@@ -223,7 +239,7 @@ class CeleryPeer:
 
 
 PEERS = {"ray": RayPeer, "celery": CeleryPeer, "threads": ThreadsPeer}
-SHAPES = {"one-task": "one_task", "fan-out": "fan_out", "chain": "chain"}
+SHAPES = {"one-task": "one_task", "fan-out": "fan_out", "chain": "chain", "load": "load"}
 
 
 def main():
@@ -245,11 +261,11 @@ def main():
                 if words[0] not in SHAPES:
                     raise ValueError(f"unknown shape {words[0]!r}, not one of {', '.join(SHAPES)}")
                 shape = getattr(peer, SHAPES[words[0]])
-                size = int(words[1]) if len(words) > 1 else 1
+                sizes = [int(w) for w in words[1:]] or [1]
                 started = time.perf_counter()
-                ok = shape(size)
+                ok = shape(*sizes)
                 ms = (time.perf_counter() - started) * 1000.0
-                say({"ms": ms} if ok else {"error": f"{words[0]} {size}: a wrong result"})
+                say({"ms": ms} if ok else {"error": f"{line.strip()}: a wrong result"})
             except Exception as e:
                 say({"error": f"{line.strip()}: {type(e).__name__}: {e}"})
     finally:

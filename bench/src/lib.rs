@@ -139,9 +139,9 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub against: Option<std::path::PathBuf>,
     /// Measure these peers beside Swarm (`ray`, `celery`, `threads`; comma-
-    /// separated): the one-task, fan-out and chain missions on Swarm and the
-    /// same shapes on each peer, run by run in turns, and one table gives the
-    /// median of the pairs' ratios. Ray and Celery are installed on first use
+    /// separated): the one-task, fan-out and chain missions and the
+    /// sustained load on Swarm and the same shapes on each peer, run by run
+    /// in turns, and one table gives the median of the pairs' ratios. Ray and Celery are installed on first use
     /// (bench/peers/setup.sh). Nothing else runs.
     #[arg(long, value_enum, value_delimiter = ',', conflicts_with = "against")]
     pub peers: Vec<peers::Peer>,
@@ -296,7 +296,7 @@ pub async fn run(args: &Args, build: BuildPolicy) -> anyhow::Result<Vec<Table>> 
         return Ok(tables);
     }
     if !args.peers.is_empty() {
-        let (one, fan, chain) = args.latency_missions();
+        let (one_task, fan_out, chain) = args.latency_missions();
         println!(
             "# peers: {}\n",
             args.peers
@@ -307,7 +307,13 @@ pub async fn run(args: &Args, build: BuildPolicy) -> anyhow::Result<Vec<Table>> 
         );
         for sync in args.syncs() {
             let (c, f) = start(args.spec(sync), &bin_dir, &scale).await?;
-            let t = scenarios::versus_peers(&c, &f, &args.peers, &scale, one, fan, chain).await;
+            let missions = scenarios::PeerMissions {
+                one_task,
+                fan_out,
+                chain,
+                sustained: args.wants(Scenario::Sustained),
+            };
+            let t = scenarios::versus_peers(&c, &f, &args.peers, &scale, missions).await;
             c.stop().await;
             emit(&mut tables, t?);
         }

@@ -1,6 +1,6 @@
 //! The peers of issue 6's targets, measured in the same run as Swarm: Ray
-//! and Celery (with Redis) run the same three shapes as the latency
-//! missions (one task, a fan-out with its fan-in, a chain), each task
+//! and Celery (with Redis) run the same shapes as the latency missions (one
+//! task, a fan-out with its fan-in, a chain) and the sustained load, each task
 //! returning its input, through `bench/peers/driver.py`, one long-lived
 //! driver process per peer, so a peer's run can alternate with Swarm's on
 //! the same host speed (`swarm-bench --peers ray,celery`).
@@ -66,6 +66,14 @@ pub enum Shape {
     FanOut(usize),
     /// This many tasks, each taking the result of the one before.
     Chain(usize),
+    /// The sustained load: this many missions of this many independent
+    /// tasks each, all submitted at once.
+    Load {
+        /// Missions.
+        missions: usize,
+        /// Tasks per mission.
+        tasks: usize,
+    },
 }
 
 impl Shape {
@@ -75,6 +83,7 @@ impl Shape {
             Shape::OneTask => "one-task\n".to_owned(),
             Shape::FanOut(n) => format!("fan-out {n}\n"),
             Shape::Chain(n) => format!("chain {n}\n"),
+            Shape::Load { missions, tasks } => format!("load {missions} {tasks}\n"),
         }
     }
 }
@@ -214,6 +223,11 @@ mod tests {
         assert_eq!(Shape::OneTask.request(), "one-task\n");
         assert_eq!(Shape::FanOut(200).request(), "fan-out 200\n");
         assert_eq!(Shape::Chain(50).request(), "chain 50\n");
+        let load = Shape::Load {
+            missions: 1000,
+            tasks: 10,
+        };
+        assert_eq!(load.request(), "load 1000 10\n");
     }
 
     #[test]

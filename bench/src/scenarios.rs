@@ -37,6 +37,8 @@ pub struct Scale {
     pub sustained_tasks: usize,
     /// Submissions in flight at once during the sustained load.
     pub submit_concurrency: usize,
+    /// Pairs of sustained loads beside a peer (`--peers`).
+    pub sustained_pairs: usize,
     /// Mission sizes of the growth scenario.
     pub growth: Vec<usize>,
     /// Active swarm counts at which the managers' memory is read.
@@ -78,6 +80,7 @@ impl Scale {
             sustained_missions: 1000,
             sustained_tasks: 10,
             submit_concurrency: 64,
+            sustained_pairs: 3,
             growth: vec![10, 100, 1000],
             memory_levels: vec![100, 500, 1000],
             failover_swarms: 20,
@@ -99,6 +102,7 @@ impl Scale {
             sustained_missions: 20,
             sustained_tasks: 10,
             submit_concurrency: 16,
+            sustained_pairs: 1,
             growth: vec![10, 100],
             memory_levels: vec![20],
             failover_swarms: 4,
@@ -613,15 +617,14 @@ pub async fn versus_peers(
     floor: &Floor,
     peers: &[Peer],
     scale: &Scale,
-    one_task: bool,
-    fan_out: bool,
-    chain: bool,
+    missions: PeerMissions,
 ) -> anyhow::Result<Table> {
     let sync = c.spec.sync;
     let mut t = Table::new(
         format!("Swarm and its peers, run by run ({sync})"),
-        "the latency missions on Swarm and the same shapes on each peer (`--peers`; \
-         bench/peers/driver.py: each task returns its input), one run on each in turn, the order \
+        "the latency missions and the sustained load on Swarm and the same shapes on each peer \
+         (`--peers`; bench/peers/driver.py: each task returns its input), one run on each in \
+         turn, the order \
          swapped from one pair to the next, one peer at a time (started, warmed up, measured, \
          stopped); Swarm from the request on `boss.missions` to its `FinalReport`, each run \
          submitted once the one before is closed; a peer from submission to the last result in \
@@ -639,6 +642,12 @@ pub async fn versus_peers(
             "issue: target / peer",
         ],
     );
+    let PeerMissions {
+        one_task,
+        fan_out,
+        chain,
+        sustained,
+    } = missions;
     let cases: Vec<Case> = cases(scale, one_task, fan_out, chain)
         .into_iter()
         .filter(|case| !case.named)
@@ -647,7 +656,10 @@ pub async fn versus_peers(
         let mut d = PeerDriver::start(peer)
             .await
             .with_context(|| format!("starting the peer {}", peer.name()))?;
-        let measured = versus_one_peer(c, &mut d, &cases, scale, &mut t).await;
+        let mut measured = versus_one_peer(c, &mut d, &cases, scale, &mut t).await;
+        if sustained && measured.is_ok() {
+            measured = load_versus_one_peer(c, &mut d, scale, &mut t).await;
+        }
         t.note(format!("{}: {}", d.label(), d.setup));
         d.stop().await;
         measured?;
@@ -658,6 +670,73 @@ pub async fn versus_peers(
     );
     t.note(floor_note(floor));
     Ok(t)
+}
+
+/// What `versus_peers` runs.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerMissions {
+    /// The one-task mission.
+    pub one_task: bool,
+    /// The fan-out and its fan-in.
+    pub fan_out: bool,
+    /// The chain.
+    pub chain: bool,
+    /// The sustained load.
+    pub sustained: bool,
+}
+
+/// The sustained load on Swarm and on one peer, in pairs: a row of wall
+/// times, and a note of each side's tasks per second. Each Swarm run is
+/// followed by its missions' closing (report pages stored), so the peer's
+/// next run does not share the machine with them.
+async fn load_versus_one_peer(
+    c: &BenchCluster,
+    d: &mut PeerDriver,
+    scale: &Scale,
+    t: &mut Table,
+) -> anyhow::Result<()> {
+    let (m, k) = (scale.sustained_missions, scale.sustained_tasks);
+    let shape = Shape::Load {
+        missions: m,
+        tasks: k,
+    };
+    let mut pairs = Pairs::default();
+    for i in 0..scale.sustained_pairs {
+        let mut pair = [0.0; 2];
+        for side in Pairs::order(i) {
+            pair[side] = if side == 0 {
+                d.run(shape).await?
+            } else {
+                let (elapsed, missions) = load(c, scale).await?;
+                for done in &missions {
+                    c.settle(&done.swarm_id, MISSION_TIMEOUT).await?;
+                }
+                ms(elapsed)
+            };
+        }
+        pairs.push(pair);
+    }
+    let rate = |times: &[f64]| {
+        Summary::of(times.to_vec()).map_or_else(
+            || "-".to_owned(),
+            |s| fmt_rate((m * k) as f64 / (s.p50 / 1000.0)),
+        )
+    };
+    t.note(format!(
+        "sustained load beside {}, tasks per second from the p50 wall times: Swarm {}, the \
+         peer {}",
+        d.label(),
+        rate(&pairs.times[1]),
+        rate(&pairs.times[0]),
+    ));
+    let mut row = vec![
+        format!("sustained, {m} missions x {k} tasks (wall time)"),
+        d.label(),
+    ];
+    row.extend(pairs.cells()?);
+    row.push("-".to_owned());
+    t.row(row);
+    Ok(())
 }
 
 /// `versus_peers` for one peer: its warm-up, then a row per mission.
@@ -701,6 +780,38 @@ async fn versus_one_peer(
     Ok(())
 }
 
+/// One mission of the sustained load: its swarm, time and report.
+struct Loaded {
+    swarm_id: String,
+    elapsed: Duration,
+    report: FinalReport,
+}
+
+/// The sustained load once: `scale`'s missions submitted as fast as its
+/// concurrency allows; the wall time from the first submission to the last
+/// report, and each mission (every one completed).
+async fn load(c: &BenchCluster, scale: &Scale) -> anyhow::Result<(Duration, Vec<Loaded>)> {
+    let k = scale.sustained_tasks;
+    let start = Instant::now();
+    let results: Vec<anyhow::Result<Loaded>> = futures::stream::iter(0..scale.sustained_missions)
+        .map(|_| async {
+            let id = c.mission_id("load");
+            let req = plans::mission(&id, "general", plans::independent(k))?;
+            let (elapsed, report) = c.run_mission(&req, MISSION_TIMEOUT).await?;
+            ensure_completed(&report, "a sustained-load mission")?;
+            Ok(Loaded {
+                swarm_id: swarm_common::mission::swarm_id_for(Some(&id)),
+                elapsed,
+                report,
+            })
+        })
+        .buffer_unordered(scale.submit_concurrency.max(1))
+        .collect()
+        .await;
+    let elapsed = start.elapsed();
+    Ok((elapsed, results.into_iter().collect::<anyhow::Result<_>>()?))
+}
+
 /// Many missions at once: tasks per second and task latency.
 pub async fn sustained(c: &BenchCluster, floor: &Floor, scale: &Scale) -> anyhow::Result<Table> {
     let sync = c.spec.sync;
@@ -718,23 +829,15 @@ pub async fn sustained(c: &BenchCluster, floor: &Floor, scale: &Scale) -> anyhow
         &["measure", "value", "vs floor"],
     );
     let before = CpuUse::read(c);
-    let start = Instant::now();
-    let results: Vec<anyhow::Result<(Duration, FinalReport)>> = futures::stream::iter(0..m)
-        .map(|_| async {
-            let req = plans::mission(&c.mission_id("load"), "general", plans::independent(k))?;
-            c.run_mission(&req, MISSION_TIMEOUT).await
-        })
-        .buffer_unordered(scale.submit_concurrency.max(1))
-        .collect()
-        .await;
-    let elapsed = start.elapsed();
+    let (elapsed, results) = load(c, scale).await?;
     let cpu = CpuUse::read(c).since(before);
     let mut missions = Vec::new();
     let mut tasks = Vec::new();
     let mut waits = Vec::new();
-    for r in results {
-        let (d, report) = r?;
-        ensure_completed(&report, "a sustained-load mission")?;
+    for Loaded {
+        elapsed: d, report, ..
+    } in results
+    {
         missions.push(ms(d));
         tasks.extend(task_latencies(&report));
         waits.extend(queue_waits(&report));

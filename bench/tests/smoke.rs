@@ -110,15 +110,28 @@ async fn a_peer_gets_one_row_per_mission_beside_swarm() {
     // `threads` needs nothing but python3; Ray and Celery run the same
     // driver with the packages bench/peers/setup.sh installs.
     let tables = run(&[
-        "one-task", "chain", "--quick", "--sync", "default", "--peers", "threads",
+        "one-task",
+        "chain",
+        "sustained",
+        "--quick",
+        "--sync",
+        "default",
+        "--peers",
+        "threads",
     ])
     .await;
     assert_eq!(tables.len(), 1, "only the comparison runs");
     let text = tables[0].to_string();
-    // --quick: one-task 5 runs, chain of 10 twice; the mission-id row is
-    // Swarm's own and has no peer counterpart.
+    // --quick: one-task 5 runs, chain of 10 twice, one load of 20 missions;
+    // the mission-id row is Swarm's own and has no peer counterpart.
     let one = row(&text, "one-task mission").expect("a one-task row");
     let chain = row(&text, "chain of 10").expect("a chain row");
+    let load = row(&text, "sustained, 20 missions x 10 tasks (wall time)").expect("a load row");
+    assert_eq!(load[3], "1", "{text}");
+    assert!(
+        text.contains("sustained load beside Python threads"),
+        "{text}"
+    );
     assert!(one[2].starts_with("Python threads "), "{text}");
     assert_eq!(one[3], "5", "{text}");
     assert_eq!(chain[3], "2", "{text}");
@@ -126,7 +139,7 @@ async fn a_peer_gets_one_row_per_mission_beside_swarm() {
         row(&text, "one-task mission, with a mission id").is_none(),
         "{text}"
     );
-    for cells in [one, chain] {
+    for cells in [one, chain, load] {
         let ratio: f64 = cells[6].parse().unwrap();
         assert!(ratio > 0.0, "{text}");
     }
