@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Runs the latency missions of `swarm-bench` on a peer: Ray or Celery.
+"""Runs the missions of `swarm-bench` on a peer: Ray, Celery or a thread pool.
 
-The harness (`swarm-bench --peers ray,celery`; `threads`, a thread pool
-in this process, needs no packages) starts one driver per peer
-and keeps it for the whole run, so the peer's start-up is not measured and
-its missions can alternate with Swarm's, run by run, on the same host speed.
-The same three shapes as Swarm's latency missions, each task returning its
-input (the `echo` of Swarm's plans):
+The harness (`swarm-bench --peers ray,celery,threads`) starts one driver
+per peer and keeps it while it measures that peer, so the peer's start-up
+is not measured and its runs can alternate with Swarm's, run by run, on
+the same host speed. `threads`, a thread pool in this process, needs no
+packages. The shapes of Swarm's latency missions and sustained load, each
+task returning its input (the `echo` of Swarm's plans):
 
 * `one-task`: one task, submitted and its result awaited;
 * `fan-out N`: N independent tasks and one that takes all their results;
@@ -16,8 +16,9 @@ input (the `echo` of Swarm's plans):
 
 Protocol, one JSON object per line. On start the driver prints
 `{"ready": true, "peer": ..., "version": ..., "setup": ...}`. Each request
-on stdin is `<shape> <size>` (`load <missions> <tasks>`); the answer is `{"ms": <milliseconds>}` from
-submission to the last result in this process's hands, or `{"error": ...}`.
+on stdin is a shape and its sizes, as above; the answer is
+`{"ms": <milliseconds>}` from submission to the last result in this
+process's hands, or `{"error": ...}` (a wrong result is an error too).
 End of input stops the peer (for Celery: its worker and its Redis).
 """
 import argparse
