@@ -141,8 +141,9 @@ pub struct Args {
     /// Measure these peers beside Swarm (`ray`, `celery`, `threads`; comma-
     /// separated): the one-task, fan-out and chain missions and the
     /// sustained load on Swarm and the same shapes on each peer, run by run
-    /// in turns, and one table gives the median of the pairs' ratios. Ray and Celery are installed on first use
-    /// (bench/peers/setup.sh). Nothing else runs.
+    /// in turns, and one table gives the median of the pairs' ratios. Ray
+    /// and Celery are installed on first use (bench/peers/setup.sh). Nothing
+    /// else runs.
     #[arg(long, value_enum, value_delimiter = ',', conflicts_with = "against")]
     pub peers: Vec<peers::Peer>,
     /// Use the role binaries as they are; do not run `cargo build` for them first.
