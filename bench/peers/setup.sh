@@ -32,7 +32,8 @@ ensure_redis() {
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server >&2 \
         || { "${sudo[@]}" apt-get update -q >&2 && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server >&2; } \
         || die "could not install redis-server"
-    # Debian's package may start a system service on 6379; the benchmark starts its own.
+    # The benchmark starts a redis-server of its own on a free port; a system
+    # service the package may have started on 6379 is not used.
     command -v redis-server >/dev/null || die "redis-server is still not on PATH"
 }
 

@@ -139,6 +139,24 @@ pub struct PeerDriver {
     child: Child,
     stdin: ChildStdin,
     lines: Lines<BufReader<ChildStdout>>,
+    /// Dropped last: whatever the peer left running goes with it.
+    _group: ProcessGroup,
+}
+
+/// The driver's process group: the driver, and what the peer starts (Ray's
+/// daemons and agents, Celery's worker and Redis), which would outlive a
+/// driver that was killed. Dropping it kills the whole group; after a clean
+/// stop there is nothing left to kill.
+struct ProcessGroup(u32);
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        // `kill(1)`: the workspace forbids the `unsafe` a libc call needs.
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.0)])
+            .stderr(Stdio::null())
+            .status();
+    }
 }
 
 impl PeerDriver {
@@ -151,9 +169,10 @@ impl PeerDriver {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
-            .kill_on_drop(true)
+            .process_group(0)
             .spawn()
             .with_context(|| format!("starting {} with {}", peer.name(), python.display()))?;
+        let group = ProcessGroup(child.id().context("the driver exited at once")?);
         let stdin = child.stdin.take().context("no stdin")?;
         let mut lines = BufReader::new(child.stdout.take().context("no stdout")?).lines();
         let first = tokio::time::timeout(START_TIMEOUT, lines.next_line())
@@ -170,6 +189,7 @@ impl PeerDriver {
             child,
             stdin,
             lines,
+            _group: group,
         })
     }
 
@@ -197,18 +217,16 @@ impl PeerDriver {
     }
 
     /// Stops the peer: closes the driver's input and waits for it to shut
-    /// the peer down.
+    /// the peer down, then kills whatever is left of its process group.
     pub async fn stop(self) {
         let PeerDriver {
-            mut child, stdin, ..
+            mut child,
+            stdin,
+            _group,
+            ..
         } = self;
         drop(stdin);
-        if tokio::time::timeout(Duration::from_secs(30), child.wait())
-            .await
-            .is_err()
-        {
-            let _ = child.kill().await;
-        }
+        let _ = tokio::time::timeout(Duration::from_secs(30), child.wait()).await;
     }
 }
 
@@ -217,6 +235,40 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn a_dropped_group_takes_what_its_leader_started() {
+        use std::os::unix::process::CommandExt as _;
+        // A leader that starts a child of its own, as a driver starts Redis.
+        let mut leader = std::process::Command::new("sh")
+            .args(["-c", "sleep 60 & echo $!; wait"])
+            .stdout(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(leader.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let grandchild = line.trim().to_owned();
+        let alive = |pid: &str| Path::new(&format!("/proc/{pid}")).exists();
+        assert!(alive(&grandchild));
+        drop(ProcessGroup(leader.id()));
+        // Killed (a zombie until init reaps it), well before its minute is up.
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            !alive(&grandchild)
+                || std::fs::read_to_string(format!("/proc/{grandchild}/stat"))
+                    .is_ok_and(|s| s.contains(") Z "))
+        });
+        assert!(gone, "sleep {grandchild} outlived its group");
+        assert!(
+            !leader.wait().unwrap().success(),
+            "the leader was killed too"
+        );
+    }
 
     #[test]
     fn requests_name_the_shape_and_size() {

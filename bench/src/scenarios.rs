@@ -605,8 +605,9 @@ fn peer_warm_up(scale: &Scale, shape: Shape) -> usize {
     }
 }
 
-/// The latency missions on Swarm and on each peer in turn, run by run
-/// (Swarm first in one pair, the peer first in the next), each Swarm run
+/// The latency missions (and, with `missions.sustained`, the sustained
+/// load) on Swarm and on each peer in turn, run by run (Swarm first in one
+/// pair, the peer first in the next), each Swarm run
 /// submitted once the one before it is closed, so each pair's ratio is
 /// taken on one host speed. One peer runs at a time: each is started,
 /// warmed up, measured on every mission and stopped before the next, so
@@ -624,9 +625,8 @@ pub async fn versus_peers(
         format!("Swarm and its peers, run by run ({sync})"),
         "the latency missions and the sustained load on Swarm and the same shapes on each peer \
          (`--peers`; bench/peers/driver.py: each task returns its input), one run on each in \
-         turn, the order \
-         swapped from one pair to the next, one peer at a time (started, warmed up, measured, \
-         stopped); Swarm from the request on `boss.missions` to its `FinalReport`, each run \
+         turn, the order swapped from one pair to the next, one peer at a time (started, warmed \
+         up, measured, stopped); Swarm from the request on `boss.missions` to its `FinalReport`, each run \
          submitted once the one before is closed; a peer from submission to the last result in \
          its client's hands. p50 of each side, and the median of the pairs' ratios Swarm / peer. \
          The last column is what the issue's targets ask of that ratio: the target over the \
