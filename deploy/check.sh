@@ -70,6 +70,12 @@ if ! PYTHONPATH="$py" python3 -c 'import dockerfile, kubernetes_validate, yaml' 
 fi
 export PYTHONPATH="$py"
 
+step "shell scripts parse"
+for f in deploy/*.sh .ci/run; do
+    bash -n "$f"
+done
+echo "ok: $(ls deploy/*.sh .ci/run | wc -l) scripts"
+
 step "Dockerfile and compose.yaml"
 python3 - <<'PY'
 import sys, os, yaml, dockerfile
