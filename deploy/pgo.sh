@@ -57,7 +57,7 @@ for i in 1 2 3; do
     "$out/gen/release/swarm" demo --data-dir "$out/demo/$i" >/dev/null \
         || die "swarm demo failed in the training run (logs: $out/demo/$i)"
 done
-SWARM_BIN_DIR="$out/gen/release" target/release/swarm-bench sustained growth \
+SWARM_BIN_DIR="$out/gen/release" "${CARGO_TARGET_DIR:-target}/release/swarm-bench" sustained growth \
     --sync default --missions 300 --no-build >/dev/null \
     || die "the harness failed in the training run"
 unset LLVM_PROFILE_FILE
