@@ -71,10 +71,11 @@ fi
 export PYTHONPATH="$py"
 
 step "shell scripts parse"
-for f in deploy/*.sh .ci/run; do
+scripts=(deploy/*.sh bench/peers/setup.sh .ci/run)
+for f in "${scripts[@]}"; do
     bash -n "$f"
 done
-echo "ok: $(ls deploy/*.sh .ci/run | wc -l) scripts"
+echo "ok: ${#scripts[@]} scripts"
 
 step "Dockerfile and compose.yaml"
 python3 - <<'PY'

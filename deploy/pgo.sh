@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the four binaries (boss, manager, worker, swarm) with profile-guided
-# optimisation into <out>/bin (default target/pgo/bin), in four steps:
+# optimisation into <out>/bin (default target/pgo/bin), in four steps. <out>
+# is the script's own folder: its raw/ and demo/ are emptied on every run.
 #
 #   1. an instrumented release build of them into <out>/gen;
 #   2. a training run of that build, which records where the code spends its
@@ -27,7 +28,7 @@ cd "$repo_root"
 out="$(mkdir -p "${1:-target/pgo}" && cd "${1:-target/pgo}" && pwd)"
 readonly out
 readonly packages=(-p swarm-boss -p swarm-manager -p swarm-worker -p swarm-cli)
-readonly roles=(boss manager worker swarm)
+readonly binaries=(boss manager worker swarm)
 
 log() { echo "pgo.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -76,8 +77,8 @@ log "4/4 optimised build into $out/use"
 RUSTFLAGS="${RUSTFLAGS:-} -Cprofile-use=$merged" CARGO_TARGET_DIR="$out/use" \
     cargo build --release --bins --locked "${packages[@]}"
 mkdir -p "$out/bin"
-for b in "${roles[@]}"; do
+for b in "${binaries[@]}"; do
     cp "$out/use/release/$b" "$out/bin/$b"
 done
-log "done: ${roles[*]} in $out/bin"
+log "done: ${binaries[*]} in $out/bin"
 echo "$out/bin"
