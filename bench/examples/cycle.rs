@@ -69,19 +69,17 @@ async fn pong(url: &str) -> anyhow::Result<()> {
 
 async fn ping(blocks: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let nats = support::server(dir.path())?;
-    let url = nats.url();
-    let client = async_nats::connect(&url).await?;
-    let js = jetstream::new(client.clone());
-    js.create_stream(stream::Config {
-        name: STREAM.into(),
-        subjects: vec!["cycle.*.ping".into(), "cycle.*.pong".into()],
-        storage: stream::StorageType::File,
-        duplicate_window: Duration::from_secs(3600),
-        ..Default::default()
-    })
-    .await
-    .context("creating the stream")?;
+    let (_nats, url, client, js) = support::with_stream(
+        dir.path(),
+        stream::Config {
+            name: STREAM.into(),
+            subjects: vec!["cycle.*.ping".into(), "cycle.*.pong".into()],
+            storage: stream::StorageType::File,
+            duplicate_window: Duration::from_secs(3600),
+            ..Default::default()
+        },
+    )
+    .await?;
     // Killed when dropped, on an early error too.
     let exe = std::env::current_exe()?;
     let _ponger = swarm_cli::local::ManagedProcess::spawn(

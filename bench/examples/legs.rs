@@ -71,23 +71,21 @@ async fn pong(url: &str, way: &str) -> anyhow::Result<()> {
 
 async fn ping(blocks: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let nats = support::server(dir.path())?;
-    let url = nats.url();
-    let client = async_nats::connect(&url).await?;
-    let js = jetstream::new(client.clone());
-    js.create_stream(stream::Config {
-        name: STREAM.into(),
-        subjects: vec!["legs.*.ping".into(), "legs.*.pong".into()],
-        storage: stream::StorageType::File,
-        republish: Some(stream::Republish {
-            source: "legs.republish.pong".into(),
-            destination: REPUBLISHED.into(),
-            headers_only: false,
-        }),
-        ..Default::default()
-    })
-    .await
-    .context("creating the stream")?;
+    let (_nats, url, client, js) = support::with_stream(
+        dir.path(),
+        stream::Config {
+            name: STREAM.into(),
+            subjects: vec!["legs.*.ping".into(), "legs.*.pong".into()],
+            storage: stream::StorageType::File,
+            republish: Some(stream::Republish {
+                source: "legs.republish.pong".into(),
+                destination: REPUBLISHED.into(),
+                headers_only: false,
+            }),
+            ..Default::default()
+        },
+    )
+    .await?;
     // Killed when dropped, on an early error too.
     let exe = std::env::current_exe()?;
     let _pongers = WAYS

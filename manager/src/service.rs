@@ -313,7 +313,17 @@ struct Cached {
     /// Which read this state descends from: a state read again is a new
     /// generation, and what a dirty earlier one held is gone with it.
     generation: u64,
+    /// Assignments this state records that were posted without asking for
+    /// the server's answer and are not yet known stored: each is confirmed
+    /// before a write of the state (or, sooner, by its result). Only a dirty
+    /// state has any.
+    posted: Posted,
 }
+
+/// Assignments posted without an answer ([`wire::Posted`]), by
+/// deduplication id (`<swarm>.<task>.a<attempt>.r<revision>`, which the
+/// result of the same attempt and revision names too).
+type Posted = HashMap<String, wire::Posted>;
 
 /// Numbers the reads of swarm states (see [`Cached::generation`]).
 static GENERATIONS: AtomicU64 = AtomicU64::new(1);
@@ -326,6 +336,7 @@ impl Cached {
             revision,
             dirty: false,
             generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
+            posted: Posted::new(),
         }
     }
 }
@@ -377,6 +388,11 @@ const MAX_BATCH: usize = 256;
 /// the generation of the state that holds them.
 struct Held {
     msgs: Vec<jetstream::Message>,
+    /// The ack subjects of the assignments their results answer, acked
+    /// when the events are settled, whichever way: sent with the
+    /// assignment that follows, each ack would reach the server in the
+    /// same write and be handled before that assignment is delivered.
+    assignment_acks: Vec<String>,
     generation: u64,
     since: tokio::time::Instant,
 }
@@ -464,36 +480,45 @@ async fn actor(
                         }
                         // And the assignments they answer, which would
                         // otherwise come back to a worker during a long review.
-                        for ack in batch.iter().filter_map(|m| wire::assignment_ack(m.headers.as_ref())) {
+                        let answered = batch
+                            .iter()
+                            .filter_map(|m| wire::assignment_ack(m.headers.as_ref()))
+                            .chain(held.iter().flat_map(|h| h.assignment_acks.iter().map(String::as_str)));
+                        for ack in answered {
                             wire::ack_assignment(&ctx.infra.js.client(), ack, AckKind::Progress).await;
                         }
                     }
                 }
             }
         };
-        settle(&cache, &mut held).await;
+        settle(&ctx, &cache, &mut held).await;
+        let dirty = cache.as_ref().filter(|c| c.dirty).map(|c| c.generation);
         // A result reached us because it is stored: the assignment it
         // answers, which its worker left unacked, is done (whatever the
         // result's own fate). A result that cannot be read acks nothing.
+        // Those of held events are acked when the events are settled.
         for (msg, outcome) in batch.iter().zip(&outcomes) {
             if !matches!(outcome, Err(Failure::Reject(_)))
                 && let Some(ack) = wire::assignment_ack(msg.headers.as_ref())
+                && !(dirty.is_some() && outcome.is_ok())
             {
                 wire::ack_assignment(&ctx.infra.js.client(), ack, AckKind::Ack).await;
             }
         }
-        let dirty = cache.as_ref().filter(|c| c.dirty).map(|c| c.generation);
         for (msg, outcome) in batch.into_iter().zip(outcomes) {
             let ack = match outcome {
                 Ok(()) => match dirty {
                     Some(generation) => {
-                        held.get_or_insert_with(|| Held {
+                        let h = held.get_or_insert_with(|| Held {
                             msgs: Vec::new(),
+                            assignment_acks: Vec::new(),
                             generation,
                             since: tokio::time::Instant::now(),
-                        })
-                        .msgs
-                        .push(msg);
+                        });
+                        if let Some(ack) = wire::assignment_ack(msg.headers.as_ref()) {
+                            h.assignment_acks.push(ack.to_owned());
+                        }
+                        h.msgs.push(msg);
                         Ok(())
                     }
                     None => msg.ack().await,
@@ -519,7 +544,7 @@ async fn actor(
             }
         }
         // A retry above dropped the cache: what it held comes again.
-        settle(&cache, &mut held).await;
+        settle(&ctx, &cache, &mut held).await;
         if held
             .as_ref()
             .is_some_and(|h| h.since.elapsed() >= WRITE_AFTER_BATCH)
@@ -548,7 +573,13 @@ async fn flush(ctx: &Ctx, cache: &mut Option<Cached>, held: &mut Option<Held>) {
         && c.dirty
         && c.generation == generation
     {
-        match store(ctx, &mut c.state, c.revision).await {
+        // The state may only say what the stream holds: its posted
+        // assignments are known stored before it is written.
+        let written = match confirm_posted(ctx, &mut c.posted).await {
+            Ok(()) => store(ctx, &mut c.state, c.revision).await,
+            Err(e) => Err(e),
+        };
+        match written {
             Ok(Some(rev)) => {
                 c.revision = rev;
                 c.dirty = false;
@@ -567,21 +598,28 @@ async fn flush(ctx: &Ctx, cache: &mut Option<Cached>, held: &mut Option<Held>) {
             }
         }
     }
-    settle(cache, held).await;
+    settle(ctx, cache, held).await;
 }
 
 /// Settles the events held for a deferred write against the cache as it is
 /// now: acked once a stored state includes them, still held while the state
 /// that holds them waits for its write, and nak'd (applied again from their
 /// redelivery) if that state was dropped or read again.
-async fn settle(cache: &Option<Cached>, held: &mut Option<Held>) {
+async fn settle(ctx: &Ctx, cache: &Option<Cached>, held: &mut Option<Held>) {
     let Some(h) = held.take() else {
         return;
     };
     match cache.as_ref().filter(|c| c.generation == h.generation) {
-        Some(c) if c.dirty => *held = Some(h),
+        Some(c) if c.dirty => {
+            *held = Some(h);
+            return;
+        }
         Some(_) => ack_all(&h.msgs).await,
         None => nak_all(&h.msgs).await,
+    }
+    // Their results are stored either way: the assignments are done.
+    for ack in &h.assignment_acks {
+        wire::ack_assignment(&ctx.infra.js.client(), ack, AckKind::Ack).await;
     }
 }
 
@@ -952,7 +990,10 @@ async fn apply_batch(
         let generation = cache.as_ref().map(|c| c.generation);
         // Applied in place: a failed write drops the cache and reloads, so
         // the state is never copied (a copy per batch is O(tasks)).
-        let mut state = cache.take().map(|c| c.state);
+        let (mut state, mut posted) = match cache.take() {
+            Some(c) => (Some(c.state), c.posted),
+            None => (None, Posted::new()),
+        };
         let mut changed = false;
         let mut unsure = false;
         let mut commands = Vec::new();
@@ -1005,6 +1046,15 @@ async fn apply_batch(
                     outcomes.push(Ok(()));
                 }
                 (Some(s), Incoming::Event(event)) => {
+                    // A result shows its assignment stored: a worker pulled it.
+                    if let Event::Result { submission, .. } = event
+                        && !posted.is_empty()
+                    {
+                        posted.remove(&format!(
+                            "{swarm_id}.{}.a{}.r{}",
+                            submission.task_id, submission.attempt, submission.revision
+                        ));
+                    }
                     let applied = machine::apply(s, item.seq, event, now);
                     if applied.ahead {
                         // A cached state may only be behind our own pin's
@@ -1045,29 +1095,48 @@ async fn apply_batch(
         }
         let (mut assigns, finalize) = split(commands);
         let mut sent = false;
-        let keep = |state: SwarmState, revision: u64, dirty: bool| match generation {
+        let keep = |state: SwarmState, revision: u64, dirty: bool, posted: Posted| match generation
+        {
             Some(generation) => Cached {
                 state,
                 revision,
                 dirty,
                 generation,
+                posted,
             },
-            None => Cached::read(state, revision),
+            None => Cached {
+                dirty,
+                posted,
+                ..Cached::read(state, revision)
+            },
         };
         match state {
-            Some(next) if changed && defer && only_results && !fresh && !finalize => {
+            Some(next)
+                if changed && defer && ((only_results && !fresh) || new_swarm) && !finalize =>
+            {
                 // The state write waits: the events stay unacked in the actor
                 // until a later write stores them (within DEFER_WRITE), and
-                // the assignments go out now.
-                if let Err(e) =
-                    send_assignments(ctx, swarm_id, results, std::mem::take(&mut assigns)).await
+                // the assignments go out now, posted without waiting for the
+                // server's answer: the write confirms them first. A new
+                // swarm's first write (a create) waits the same way, its
+                // deployment held: should the swarm exist after all, the
+                // create fails, the deployment comes again and reads it, and
+                // the assignments posted were copies within the stream's
+                // deduplication window (see `assume_new`).
+                let assigns = std::mem::take(&mut assigns);
+                if let Err(e) = post_assignments(ctx, swarm_id, results, assigns, &mut posted).await
                 {
                     return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}")));
                 }
                 sent = true;
-                *cache = Some(keep(next, revision, true));
+                *cache = Some(keep(next, revision, true, posted));
             }
             Some(mut next) if changed => {
+                // Assignments posted by earlier batches are recorded in this
+                // state too: known stored before it is written.
+                if let Err(e) = confirm_posted(ctx, &mut posted).await {
+                    return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}")));
+                }
                 let stored = if (only_results && !fresh) || new_swarm {
                     // The assignments go to the connection first, and it gets
                     // a turn to write them out before the state is encoded.
@@ -1094,7 +1163,7 @@ async fn apply_batch(
                     store(ctx, &mut next, revision).await
                 };
                 match stored {
-                    Ok(Some(rev)) => *cache = Some(keep(next, rev, false)),
+                    Ok(Some(rev)) => *cache = Some(keep(next, rev, false, Posted::new())),
                     Ok(None) => {
                         debug!("lost a state compare-and-swap; reloading");
                         continue 'attempt;
@@ -1102,7 +1171,7 @@ async fn apply_batch(
                     Err(e) => return all(&|| Failure::Retry(anyhow::anyhow!("{e:#}"))),
                 }
             }
-            Some(unchanged) => *cache = Some(keep(unchanged, revision, was_dirty)),
+            Some(unchanged) => *cache = Some(keep(unchanged, revision, was_dirty, posted)),
             None => {}
         }
         if !sent && let Err(e) = send_assignments(ctx, swarm_id, results, assigns).await {
@@ -1212,24 +1281,13 @@ async fn queue_assignments(
     assigns: Vec<Assignment>,
 ) -> anyhow::Result<Vec<PublishAckFuture>> {
     let mut acks = Vec::with_capacity(assigns.len());
-    for (i, (pool, msg_id, assignment)) in assigns.into_iter().enumerate() {
+    for (i, assign) in assigns.into_iter().enumerate() {
         // Let the connection write out what is queued now and then, so the
         // first workers start while the rest of a wide fan-out is encoded.
         if i > 0 && i % 16 == 0 {
             tokio::task::yield_now().await;
         }
-        info!(task_id = %assignment.task_id, attempt = assignment.attempt, revision = assignment.revision, %pool, "task assigned");
-        let subject = subjects::work(&pool, swarm_id, &assignment.task_id);
-        // The batch's own copy: nothing is cloned on the way out.
-        let mut body = *assignment;
-        results.inline(&mut body);
-        let env = Envelope::new(
-            ctx.agent_id.as_str(),
-            pool.as_str(),
-            swarm_id,
-            body.task_id.clone(),
-            body,
-        );
+        let (subject, env, msg_id) = assignment_envelope(ctx, swarm_id, results, assign);
         acks.push(wire::send(&ctx.infra.js, subject, &env, Some(&msg_id)).await?);
         // The connection lets only so many publishes wait for their acks
         // (5,000 by default) and the next one blocks until one is taken: a
@@ -1239,6 +1297,73 @@ async fn queue_assignments(
         }
     }
     Ok(acks)
+}
+
+/// Posts assignments without asking for the server's answers
+/// ([`wire::Posted`]) and returns them, to be confirmed before a state
+/// that records them is written ([`confirm_posted`]).
+async fn post_assignments(
+    ctx: &Ctx,
+    swarm_id: &str,
+    results: &Results,
+    assigns: Vec<Assignment>,
+    posted: &mut Posted,
+) -> anyhow::Result<()> {
+    for (i, assign) in assigns.into_iter().enumerate() {
+        // As in `queue_assignments`: the first workers start early.
+        if i > 0 && i % 16 == 0 {
+            tokio::task::yield_now().await;
+        }
+        let (subject, env, msg_id) = assignment_envelope(ctx, swarm_id, results, assign);
+        let message = wire::Posted::new(subject, &env, &msg_id)?;
+        message.send(&ctx.infra.js).await?;
+        posted.insert(msg_id, message);
+    }
+    Ok(())
+}
+
+/// Makes sure every posted assignment is stored: each is sent again asking
+/// for the server's answer (its deduplication id stores it only if the
+/// first send was lost), and all answers are awaited. On success nothing is
+/// left to confirm; on failure the caller drops the state, and the events
+/// behind it come again and send their assignments again.
+async fn confirm_posted(ctx: &Ctx, posted: &mut Posted) -> anyhow::Result<()> {
+    if posted.is_empty() {
+        return Ok(());
+    }
+    let mut acks = Vec::with_capacity(posted.len().min(ACK_WINDOW));
+    for p in posted.values() {
+        acks.push(p.confirm(&ctx.infra.js).await?);
+        if acks.len() >= ACK_WINDOW {
+            await_acks(std::mem::take(&mut acks)).await?;
+        }
+    }
+    await_acks(acks).await?;
+    posted.clear();
+    Ok(())
+}
+
+/// An assignment's subject, envelope (with the dependencies' results at
+/// hand) and deduplication id.
+fn assignment_envelope(
+    ctx: &Ctx,
+    swarm_id: &str,
+    results: &Results,
+    (pool, msg_id, assignment): Assignment,
+) -> (String, Envelope<swarm_common::TaskAssignment>, String) {
+    info!(task_id = %assignment.task_id, attempt = assignment.attempt, revision = assignment.revision, %pool, "task assigned");
+    let subject = subjects::work(&pool, swarm_id, &assignment.task_id);
+    // The batch's own copy: nothing is cloned on the way out.
+    let mut body = *assignment;
+    results.inline(&mut body);
+    let env = Envelope::new(
+        ctx.agent_id.as_str(),
+        pool.as_str(),
+        swarm_id,
+        body.task_id.clone(),
+        body,
+    );
+    (subject, env, msg_id)
 }
 
 /// Most assignment acks awaited at once (well below the connection's limit).

@@ -101,6 +101,67 @@ async fn unanswered(
         .map_err(|e| RuntimeError::Nats(e.to_string()))
 }
 
+/// A message for a stream, with its deduplication id, that is sent first
+/// without asking for the server's answer ([`Posted::send`]) and kept until
+/// something shows it stored ([`Posted::confirm`]).
+///
+/// The manager posts an assignment this way: the server's publish-ack of a
+/// stored message goes out before the message reaches its consumer, and on
+/// a chain's hop costs the worker about a seventh of its round trip
+/// (BENCHMARKS.md, thirteenth round). Whatever relies on the message being
+/// stored (a state write that records it) waits for [`Posted::confirm`]
+/// instead, or for a reply to the message, which can only come once it is
+/// stored.
+#[derive(Debug, Clone)]
+pub struct Posted {
+    subject: String,
+    headers: HeaderMap,
+    payload: Bytes,
+}
+
+impl Posted {
+    /// `envelope` encoded for `subject`, with deduplication id `msg_id`;
+    /// nothing is sent yet.
+    pub fn new<T: Payload>(
+        subject: String,
+        envelope: &Envelope<T>,
+        msg_id: &str,
+    ) -> Result<Posted, RuntimeError> {
+        let (headers, payload) = encoded(envelope, Some(msg_id))?;
+        Ok(Posted {
+            subject,
+            headers,
+            payload,
+        })
+    }
+
+    /// Sends the message to its stream, asking for no answer.
+    pub async fn send(&self, js: &Context) -> Result<(), RuntimeError> {
+        unanswered(
+            js,
+            self.subject.clone(),
+            self.headers.clone(),
+            self.payload.clone(),
+        )
+        .await
+    }
+
+    /// Sends the same message again, asking for the server's answer, and
+    /// returns the future of that answer: the deduplication id stores the
+    /// copy only if the first send never landed, so once the answer comes the
+    /// message is stored exactly once either way. Must come within the
+    /// stream's deduplication window of [`Posted::send`].
+    pub async fn confirm(&self, js: &Context) -> Result<PublishAckFuture, RuntimeError> {
+        js.publish_with_headers(
+            self.subject.clone(),
+            self.headers.clone(),
+            self.payload.clone(),
+        )
+        .await
+        .map_err(|e| RuntimeError::Nats(e.to_string()))
+    }
+}
+
 /// Hands a worker's `ResultSubmission` to its stream without asking for the
 /// server's ack, naming the assignment it answers ([`h::ASSIGNMENT_ACK`]):
 /// the manager receives the result only once it is stored, and acks the

@@ -674,6 +674,41 @@ async fn a_manager_killed_while_its_state_write_waits_loses_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chains_posted_assignments_are_each_stored_once() {
+    // Quick tasks in a chain take the manager's deferred path: each next
+    // assignment is posted without asking for the server's answer, and the
+    // ones still unanswered by a result are sent again with their
+    // deduplication ids before each state write. Every assignment lands
+    // exactly once, and the stored state is the whole chain, done.
+    let cluster = Cluster::builder()
+        .bosses(1)
+        .managers(1)
+        .workers(1)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let ids: Vec<String> = (0..30).map(|i| format!("p{i}")).collect();
+    let swarm_id = common::submit(&nc, &common::mission("posted", chain(&ids, common::echo))).await;
+    let report = common::final_report(&cluster, &nc, &swarm_id, 60).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
+    let stored = assignments(&nc, &swarm_id).await;
+    let mut tasks: Vec<&str> = stored.iter().map(|a| a.body.task_id.as_str()).collect();
+    tasks.sort_unstable();
+    let mut want: Vec<&str> = ids.iter().map(String::as_str).collect();
+    want.sort_unstable();
+    assert_eq!(tasks, want, "each assignment stored once");
+    let state = common::state(&nc, &swarm_id).await;
+    assert_eq!(state.status, SwarmStatus::Completed);
+    assert!(
+        state
+            .tasks
+            .iter()
+            .all(|t| t.status == TaskStatus::Completed)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_handed_over_while_no_manager_runs_is_not_worked_again() {
     // Workers leave their assignments unacked and the manager acks each one
     // when its result reaches it. With the manager up that is at once; with

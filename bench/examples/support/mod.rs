@@ -19,6 +19,28 @@ pub fn server(dir: &std::path::Path) -> anyhow::Result<swarm_cli::local::NatsPro
     )
 }
 
+/// A probe's server and stream: a nats-server of its own in `dir` (see
+/// [`server`]), its URL, a client of it and its JetStream context, with
+/// `stream` created.
+pub async fn with_stream(
+    dir: &std::path::Path,
+    stream: jetstream::stream::Config,
+) -> anyhow::Result<(
+    swarm_cli::local::NatsProcess,
+    String,
+    async_nats::Client,
+    jetstream::Context,
+)> {
+    let nats = server(dir)?;
+    let url = nats.url();
+    let client = async_nats::connect(&url).await?;
+    let js = jetstream::new(client.clone());
+    js.create_stream(stream)
+        .await
+        .context("creating the stream")?;
+    Ok((nats, url, client, js))
+}
+
 /// The messages of a durable consumer `name` of `stream` on `subject`,
 /// acked one by one.
 pub async fn pull_stream(
