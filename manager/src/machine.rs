@@ -582,9 +582,11 @@ fn assignment(state: &SwarmState, t: &TaskState) -> Command {
         });
     Command::Assign {
         pool: t.pool.clone(),
-        msg_id: format!(
-            "{}.{}.a{}.r{}",
-            state.swarm_id, t.definition.task_id, t.attempt, t.revision
+        msg_id: assignment_msg_id(
+            &state.swarm_id,
+            &t.definition.task_id,
+            t.attempt,
+            t.revision,
         ),
         assignment: Box::new(TaskAssignment {
             task_id: t.definition.task_id.clone(),
@@ -629,4 +631,10 @@ fn preview(s: &str) -> String {
         cut -= 1;
     }
     format!("{}…", &s[..cut])
+}
+
+/// The deduplication id of an assignment: `<swarm>.<task>.a<attempt>.r<revision>`.
+/// A result of the same attempt and revision answers it.
+pub fn assignment_msg_id(swarm_id: &str, task_id: &str, attempt: u32, revision: u32) -> String {
+    format!("{swarm_id}.{task_id}.a{attempt}.r{revision}")
 }

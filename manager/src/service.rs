@@ -321,8 +321,7 @@ struct Cached {
 }
 
 /// Assignments posted without an answer ([`wire::Posted`]), by
-/// deduplication id (`<swarm>.<task>.a<attempt>.r<revision>`, which the
-/// result of the same attempt and revision names too).
+/// deduplication id ([`machine::assignment_msg_id`]).
 type Posted = HashMap<String, wire::Posted>;
 
 /// Numbers the reads of swarm states (see [`Cached::generation`]).
@@ -1050,9 +1049,11 @@ async fn apply_batch(
                     if let Event::Result { submission, .. } = event
                         && !posted.is_empty()
                     {
-                        posted.remove(&format!(
-                            "{swarm_id}.{}.a{}.r{}",
-                            submission.task_id, submission.attempt, submission.revision
+                        posted.remove(&machine::assignment_msg_id(
+                            swarm_id,
+                            &submission.task_id,
+                            submission.attempt,
+                            submission.revision,
                         ));
                     }
                     let applied = machine::apply(s, item.seq, event, now);
