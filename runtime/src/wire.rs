@@ -70,6 +70,16 @@ pub async fn send<T: Payload>(
     msg_id: Option<&str>,
 ) -> Result<PublishAckFuture, RuntimeError> {
     let (hdrs, payload) = encoded(envelope, msg_id)?;
+    answered(js, subject, hdrs, payload).await
+}
+
+/// A JetStream publish: stored, and the future of the server's answer.
+async fn answered(
+    js: &Context,
+    subject: String,
+    hdrs: HeaderMap,
+    payload: Bytes,
+) -> Result<PublishAckFuture, RuntimeError> {
     js.publish_with_headers(subject, hdrs, payload)
         .await
         .map_err(|e| RuntimeError::Nats(e.to_string()))
@@ -106,8 +116,8 @@ async fn unanswered(
 /// something shows it stored ([`Posted::confirm`]).
 ///
 /// The manager posts an assignment this way: the server's publish-ack of a
-/// stored message goes out before the message reaches its consumer, and on
-/// a chain's hop costs the worker about a seventh of its round trip
+/// stored message goes out before the message reaches its consumer, and
+/// made a hop's round trip 10-14 % longer in the probe `--example pubacks`
 /// (BENCHMARKS.md, thirteenth round). Whatever relies on the message being
 /// stored (a state write that records it) waits for [`Posted::confirm`]
 /// instead, or for a reply to the message, which can only come once it is
@@ -152,13 +162,13 @@ impl Posted {
     /// message is stored exactly once either way. Must come within the
     /// stream's deduplication window of [`Posted::send`].
     pub async fn confirm(&self, js: &Context) -> Result<PublishAckFuture, RuntimeError> {
-        js.publish_with_headers(
+        answered(
+            js,
             self.subject.clone(),
             self.headers.clone(),
             self.payload.clone(),
         )
         .await
-        .map_err(|e| RuntimeError::Nats(e.to_string()))
     }
 }
 
