@@ -77,4 +77,8 @@ pub struct InputRecord {
     /// When.
     #[serde(default, with = "crate::timestamp::option")]
     pub answered_at: Option<DateTime<Utc>>,
+    /// Why the question can no longer be answered (its swarm ended), once
+    /// closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed: Option<String>,
 }

@@ -664,6 +664,7 @@ async fn ask(ctx: &Ctx, swarm_id: &str, task_id: &str, question: &str) -> anyhow
         answer: None,
         answered_by: None,
         answered_at: None,
+        closed: None,
     };
     let bytes = bytes::Bytes::from(swarm_common::Codec::MsgPack.encode(&record)?);
     ctx.infra
