@@ -10,20 +10,25 @@
 //! provider call; gates the final answer must pass, a failure's reasons sent
 //! back to the model as a user message a bounded number of times; and the
 //! synthetic tools `report_progress` (an [`AgentEvent::Progress`]),
-//! `request_input` (the run ends `InputRequired` with the question) and
-//! `return_result`. [`run_task`] is [`run_agent`] with default options and a
+//! `request_input` (the run ends `InputRequired` with the question),
+//! `return_result` and `give_up` (the run ends `Failed` with the agent's
+//! reason). [`run_task`] is [`run_agent`] with default options and a
 //! channel of steps only.
 //!
 //! **Invariant:** `run_agent` never panics and never returns early without an
 //! outcome: every failure (a provider error, a spent budget, a tool error in
-//! an explicit call, a gate that still fails, the step limit) is a `Failed`
-//! outcome with an [`ErrorBody`].
+//! an explicit call, a tool call that failed and was not made good by a later
+//! call of the same tool, an agent that gave up, a gate that still fails, the
+//! step limit) is a `Failed` outcome with an [`ErrorBody`]. `Completed`
+//! means the agent answered and nothing it did failed
+//! ([`swarm_common::outcome`]).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use swarm_common::outcome::unrecovered_tool_failure;
 use swarm_common::{
     ErrorBody, ErrorCode, GateVerdict, StepRecord, TaskStatus, WorkerDeploymentPlan,
 };
@@ -168,12 +173,7 @@ fn system_prompt(persona: &WorkerDeploymentPlan) -> String {
 /// [`RunOptions`] does not say.
 pub const DEFAULT_GATE_CORRECTIONS: u32 = 2;
 
-/// The synthetic tool that reports progress.
-pub const REPORT_PROGRESS: &str = "report_progress";
-/// The synthetic tool that asks a person a question.
-pub const REQUEST_INPUT: &str = "request_input";
-/// The synthetic tool that gives the final answer.
-pub const RETURN_RESULT: &str = "return_result";
+pub use swarm_common::outcome::{GIVE_UP, REPORT_PROGRESS, REQUEST_INPUT, RETURN_RESULT};
 
 /// Which synthetic tools the loop offers besides the registry's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -185,6 +185,9 @@ pub struct SyntheticTools {
     pub request_input: bool,
     /// `return_result`: the final answer as a tool call.
     pub return_result: bool,
+    /// `give_up`: ends the run `Failed` with the agent's reason, so an agent
+    /// that cannot do the task says so instead of answering with its excuse.
+    pub give_up: bool,
 }
 
 impl Default for SyntheticTools {
@@ -193,6 +196,7 @@ impl Default for SyntheticTools {
             report_progress: true,
             request_input: false,
             return_result: true,
+            give_up: true,
         }
     }
 }
@@ -293,6 +297,13 @@ struct RequestInputArgs {
     question: String,
 }
 
+/// Arguments of `give_up`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct GiveUpArgs {
+    /// Why the task cannot be done, in a sentence a person can act on.
+    reason: String,
+}
+
 /// Arguments of `return_result`.
 #[derive(Debug, Deserialize, JsonSchema)]
 struct ReturnResultArgs {
@@ -331,6 +342,13 @@ impl SyntheticTools {
                 "Gives the final result of the task; call it once, when done.",
             ));
         }
+        if self.give_up {
+            specs.push(synthetic_spec::<GiveUpArgs>(
+                GIVE_UP,
+                "Ends the task as failed, with the reason, when it cannot be done with the \
+                 tools and information you have. Never present a failure as a result.",
+            ));
+        }
         specs
     }
 
@@ -339,6 +357,7 @@ impl SyntheticTools {
             REPORT_PROGRESS => self.report_progress,
             REQUEST_INPUT => self.request_input,
             RETURN_RESULT => self.return_result,
+            GIVE_UP => self.give_up,
             _ => false,
         }
     }
@@ -596,6 +615,36 @@ async fn run_explicit(
     })
 }
 
+/// Why an agent that gave up failed.
+fn gave_up(reason: &str) -> ErrorBody {
+    let reason = if reason.is_empty() {
+        "no reason given"
+    } else {
+        reason
+    };
+    ErrorBody::new(ErrorCode::GaveUp, format!("the agent gave up: {reason}"))
+}
+
+/// Why a run whose tool call failed, and was not made good, failed.
+fn tool_failed(step: &StepRecord) -> ErrorBody {
+    let tool = step.tool.as_deref().unwrap_or("a tool");
+    ErrorBody::new(
+        ErrorCode::ToolFailed,
+        format!(
+            "tool {tool:?} failed: {} (step {})",
+            shorten(
+                step.observation
+                    .strip_prefix("failed: ")
+                    .unwrap_or(&step.observation),
+                400
+            ),
+            step.step
+        ),
+    )
+    .with_detail("tool", tool)
+    .with_detail("step", step.step)
+}
+
 fn provider_error(provider: &dyn Provider, e: &ProviderError) -> ErrorBody {
     let code = match e {
         ProviderError::Timeout(_) => ErrorCode::Timeout,
@@ -736,6 +785,18 @@ async fn converse(
                             }
                             Err(e) => Err(e),
                         },
+                        GIVE_UP => match parse_synthetic::<GiveUpArgs>(call) {
+                            Ok(a) => {
+                                let reason = a.reason.trim().to_string();
+                                run.record_tool(
+                                    step,
+                                    call,
+                                    &Err(ToolError::Refused(reason.clone())),
+                                );
+                                return Err(gave_up(&reason));
+                            }
+                            Err(e) => Err(e),
+                        },
                         _ => parse_synthetic::<ReturnResultArgs>(call).map(|a| {
                             answer = Some(a.result);
                             "result received".to_string()
@@ -759,6 +820,11 @@ async fn converse(
             answer
         };
         let Some(answer) = answer else { continue };
+        // An answer does not make good a tool call that failed: the task
+        // fails with the tool's reason (the rule the manager checks again).
+        if let Some(failed) = unrecovered_tool_failure(&run.steps) {
+            return Err(tool_failed(failed));
+        }
         if chain.is_empty() {
             return Ok(Done::Result(answer));
         }

@@ -243,7 +243,7 @@ async fn shell_needs_approval_for_every_call() {
 
 #[cfg(unix)]
 #[tokio::test]
-async fn the_loop_reports_a_denied_call_to_the_model_which_goes_on() {
+async fn a_denied_call_goes_back_to_the_model_and_fails_the_attempt() {
     let server = Server::start(vec![
         Reply::ok(openai_calls(
             &[("c1", "shell", json!({"command": "rm -rf ."}))],
@@ -263,8 +263,14 @@ async fn the_loop_reports_a_denied_call_to_the_model_which_goes_on() {
         ..RunOptions::default()
     };
     let run = run_agent(&provider, &tools, &task("clean up", &[]), &options, None).await;
-    assert_eq!(run.outcome.status, TaskStatus::Completed);
-    assert_eq!(run.outcome.result, "I was not allowed to clean up.");
+    // The model is told and answers, but its excuse is not a result: the
+    // attempt fails with the denial as its reason.
+    assert_eq!(run.outcome.status, TaskStatus::Failed);
+    assert_eq!(run.outcome.result, "");
+    assert_eq!(
+        run.outcome.error.as_ref().unwrap().message,
+        "tool \"shell\" failed: refused: the call of shell was denied: the operator said no (step 1)"
+    );
     assert!(dir.path().join("keep.txt").exists());
     assert_eq!(
         approver.seen.lock().unwrap()[0].swarm_id.as_deref(),

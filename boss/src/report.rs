@@ -1,16 +1,22 @@
 //! The HTML report: turns a manager's `FinalReport` into one self-contained page.
 //!
 //! All the logic lives here, in Rust: statuses become labels and badge
-//! classes, timestamps become RFC 3339 UTC strings, durations become human
-//! text (`1.24 s`, `3 min 05 s`). The result is a small serializable view
-//! model that `templates/report.html` only lays out, with minijinja's HTML
-//! auto-escaping on for every value: nothing a worker or a mission writes can
-//! inject markup into the page. The page has inline CSS, no scripts and no
-//! external assets, so it can be stored, mailed and printed as one file.
+//! classes, timestamps become UTC text to the millisecond
+//! (`2026-12-02 12:40:01.234 UTC`, RFC 3339 in `<time datetime>`), durations
+//! become human text with sub-millisecond precision where it matters
+//! (`0.4 ms`, `140 ms`, `1.24 s`, `3 min 05 s`), and metric keys become names
+//! a person reads with values in their unit (`Cost (USD)`: `$0.0123`). A
+//! report that did not complete opens with a box naming the tasks that
+//! failed or were cancelled and why, failures first, and lists its tasks in
+//! that order too. The result is a small serializable view model that
+//! `templates/report.html` only lays out, with minijinja's HTML auto-escaping
+//! on for every value: nothing a worker or a mission writes can inject markup
+//! into the page. The page has inline CSS, no scripts and no external assets,
+//! so it can be stored, mailed and printed as one file.
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
+use chrono::{DateTime, NaiveDate, SecondsFormat, TimeDelta, Timelike, Utc};
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value};
 use serde::Serialize;
@@ -131,17 +137,24 @@ struct PageView {
     swarm_id: String,
     mission_id: Option<String>,
     status: BadgeView,
-    started_at: String,
-    completed_at: String,
+    started_at: TimeView,
+    completed_at: TimeView,
     duration: String,
+    /// Why the mission did not complete, for the top of the page; `None`
+    /// when it completed.
+    failure: Option<FailureView>,
     summary: String,
     insights: Vec<String>,
     counts: Vec<CountView>,
     metrics: Vec<MetricView>,
     plan: Option<PlanView>,
+    /// Failed tasks first, then cancelled ones, then the rest, each group in
+    /// plan order.
     tasks: Vec<TaskView>,
+    /// Whether that order differs from the plan's, so the page can say so.
+    tasks_reordered: bool,
     rendered_by: String,
-    rendered_at: String,
+    rendered_at: TimeView,
     swarm_version: String,
     protocol_version: String,
 }
@@ -157,6 +170,43 @@ struct BadgeView {
     class: String,
 }
 
+/// A point in time as the page shows it.
+#[derive(Debug, Serialize)]
+struct TimeView {
+    /// RFC 3339 with milliseconds, for `<time datetime>`.
+    iso: String,
+    /// `2026-12-02 12:40:01.234 UTC`.
+    text: String,
+    /// The time of day alone (`12:40:01.234`) when it falls on the day the
+    /// mission started, for the task table; otherwise `text`.
+    short: String,
+}
+
+/// The box at the top of a report that did not complete.
+#[derive(Debug, Serialize)]
+struct FailureView {
+    heading: String,
+    lead: String,
+    entries: Vec<FailureEntryView>,
+}
+
+/// Tasks that ended the same way for the same reason: one failed task, or
+/// every task cancelled with one reason (a timeout cancels them all alike).
+#[derive(Debug, Serialize)]
+struct FailureEntryView {
+    status: BadgeView,
+    tasks: Vec<TaskRefView>,
+    reason: Option<String>,
+}
+
+/// A task named in the failure box, linked to its details.
+#[derive(Debug, Serialize)]
+struct TaskRefView {
+    id: String,
+    anchor: String,
+    title: String,
+}
+
 /// How many tasks ended in one status.
 #[derive(Debug, Serialize)]
 struct CountView {
@@ -168,10 +218,11 @@ struct CountView {
 /// One row of the metrics table.
 #[derive(Debug, Serialize)]
 struct MetricView {
+    /// What a person calls it (`Input tokens`).
     name: String,
-    key: String,
+    /// The value in its unit (`1,234`, `$0.0123`, `3 min 05 s`).
     value: String,
-    /// A readable form of the value, for durations in milliseconds.
+    /// A second form of the value, where one helps (the exact byte count).
     hint: Option<String>,
 }
 
@@ -212,9 +263,14 @@ struct TaskView {
     status: BadgeView,
     attempts: u32,
     revisions: u32,
-    assigned_at: String,
-    started_at: String,
-    completed_at: String,
+    assigned_at: Option<TimeView>,
+    started_at: Option<TimeView>,
+    completed_at: Option<TimeView>,
+    /// Assigned to started.
+    waiting: String,
+    /// Started to completed.
+    running: String,
+    /// Assigned (or, if unknown, started) to completed.
     duration: String,
     provider: String,
     result: String,
@@ -258,6 +314,7 @@ impl PageView {
         } else {
             input.mission.to_string()
         };
+        let day = report.started_at.date_naive();
         let personas: Vec<PersonaView> = input
             .plan
             .map(|p| {
@@ -268,18 +325,24 @@ impl PageView {
                     .collect()
             })
             .unwrap_or_default();
+        // Anchors follow plan positions, so a link to a task stays the same
+        // whatever order the page lists the tasks in.
         let task_anchors: BTreeMap<&str, String> = report
             .task_results
             .iter()
             .enumerate()
             .map(|(i, t)| (t.task_id.as_str(), anchor("task", i, &t.task_id)))
             .collect();
-        let tasks = report
-            .task_results
+        let mut ordered: Vec<(usize, &TaskOutcome)> =
+            report.task_results.iter().enumerate().collect();
+        // A stable sort: plan order holds within each group.
+        ordered.sort_by_key(|(_, t)| attention_rank(t.status));
+        let tasks_reordered = ordered.iter().enumerate().any(|(pos, (i, _))| pos != *i);
+        let tasks = ordered
             .iter()
-            .enumerate()
-            .map(|(i, t)| TaskView::build(i, t, &task_anchors, input.plan, &personas))
+            .map(|(i, t)| TaskView::build(*i, t, &task_anchors, input.plan, &personas, day))
             .collect();
+        let failure = FailureView::build(report.overall_status, &ordered);
         let plan = input.plan.map(|p| PlanView {
             manager_directive: p.manager_directive.clone(),
             planner: p.planner.clone(),
@@ -293,24 +356,108 @@ impl PageView {
             swarm_id: input.swarm_id.to_string(),
             mission_id: input.mission_id.map(str::to_string),
             status: swarm_badge(report.overall_status),
-            started_at: timestamp(report.started_at),
-            completed_at: timestamp(report.completed_at),
+            started_at: TimeView::new(report.started_at, day),
+            completed_at: TimeView::new(report.completed_at, day),
             duration: human_duration(report.completed_at - report.started_at),
+            failure,
             summary: report.summary.clone(),
             insights: report.insights.clone(),
             counts: task_counts(&report.task_results),
-            metrics: report
-                .metrics
-                .iter()
-                .map(|(k, v)| MetricView::build(k, *v))
-                .collect(),
+            metrics: metric_views(&report.metrics),
             plan,
             tasks,
+            tasks_reordered,
             rendered_by: input.rendered_by.to_string(),
-            rendered_at: timestamp(rendered_at),
+            rendered_at: TimeView::new(rendered_at, day),
             swarm_version: env!("CARGO_PKG_VERSION").to_string(),
             protocol_version: swarm_common::PROTOCOL_VERSION.to_string(),
         }
+    }
+}
+
+impl TimeView {
+    /// `day` is the mission's start day, on which `short` leaves the date out.
+    fn new(t: DateTime<Utc>, day: NaiveDate) -> Self {
+        let date = t.date_naive();
+        let clock = clock_time(t);
+        let text = format!("{date} {clock} UTC");
+        Self {
+            iso: t.to_rfc3339_opts(SecondsFormat::Millis, true),
+            short: if date == day { clock } else { text.clone() },
+            text,
+        }
+    }
+}
+
+impl FailureView {
+    /// The box for a report whose status is not `Completed`, naming every task
+    /// that did not complete, failed ones first; `tasks` is in page order.
+    fn build(status: SwarmStatus, tasks: &[(usize, &TaskOutcome)]) -> Option<Self> {
+        let heading = match status {
+            SwarmStatus::Completed => return None,
+            SwarmStatus::Failed => "Why the mission failed",
+            SwarmStatus::TimedOut => "Why the mission timed out",
+            SwarmStatus::Cancelled => "Why the mission was cancelled",
+            SwarmStatus::Running => "What has not finished yet",
+        };
+        let mut entries: Vec<(TaskStatus, FailureEntryView)> = Vec::new();
+        let (mut failed, mut cancelled, mut unfinished) = (0, 0, 0);
+        for (i, t) in tasks {
+            match t.status {
+                TaskStatus::Completed => continue,
+                TaskStatus::Failed => failed += 1,
+                TaskStatus::Cancelled => cancelled += 1,
+                _ => unfinished += 1,
+            }
+            let reason = t.error.clone().filter(|e| !e.trim().is_empty());
+            let task = TaskRefView {
+                id: t.task_id.clone(),
+                anchor: anchor("task", *i, &t.task_id),
+                title: t.title.clone(),
+            };
+            // Each failure has its own cause and stands alone; tasks that were
+            // stopped for one shared reason are named together under it.
+            let shared = if t.status == TaskStatus::Failed {
+                None
+            } else {
+                entries
+                    .iter_mut()
+                    .find(|(status, e)| *status == t.status && e.reason == reason)
+            };
+            match shared {
+                Some((_, entry)) => entry.tasks.push(task),
+                None => entries.push((
+                    t.status,
+                    FailureEntryView {
+                        status: task_badge(t.status),
+                        tasks: vec![task],
+                        reason,
+                    },
+                )),
+            }
+        }
+        let mut parts = Vec::new();
+        if failed > 0 {
+            parts.push(format!("{} failed", tasks_word(failed)));
+        }
+        if cancelled > 0 {
+            let verb = if cancelled == 1 { "was" } else { "were" };
+            parts.push(format!("{} {verb} cancelled", tasks_word(cancelled)));
+        }
+        if unfinished > 0 {
+            parts.push(format!("{} did not finish", tasks_word(unfinished)));
+        }
+        let lead = match parts.as_slice() {
+            [] => "No task failed or was cancelled; the summary below says how the mission ended."
+                .to_string(),
+            [only] => format!("{only}."),
+            [init @ .., last] => format!("{} and {last}.", init.join(", ")),
+        };
+        Some(Self {
+            heading: heading.to_string(),
+            lead,
+            entries: entries.into_iter().map(|(_, e)| e).collect(),
+        })
     }
 }
 
@@ -335,6 +482,7 @@ impl TaskView {
         task_anchors: &BTreeMap<&str, String>,
         plan: Option<&SwarmDeploymentPlan>,
         personas: &[PersonaView],
+        day: NaiveDate,
     ) -> Self {
         let persona = personas.iter().find(|p| p.name == t.assigned_to);
         let pool = plan.and_then(|p| {
@@ -345,6 +493,10 @@ impl TaskView {
         });
         let revisions_judged = group_verdicts(&t.gate_verdicts);
         let gates_passed = t.gate_verdicts.iter().filter(|v| v.passed).count();
+        let span = |from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>>| match (from, to) {
+            (Some(from), Some(to)) => human_duration(to - from),
+            _ => NONE.to_string(),
+        };
         Self {
             id: t.task_id.clone(),
             anchor: anchor("task", index, &t.task_id),
@@ -364,16 +516,15 @@ impl TaskView {
             status: task_badge(t.status),
             attempts: t.attempts,
             revisions: t.revisions,
-            assigned_at: optional_timestamp(t.assigned_at),
-            started_at: optional_timestamp(t.started_at),
-            completed_at: optional_timestamp(t.completed_at),
-            duration: match (t.started_at, t.completed_at) {
-                (Some(start), Some(end)) => human_duration(end - start),
-                _ => NONE.to_string(),
-            },
+            assigned_at: t.assigned_at.map(|at| TimeView::new(at, day)),
+            started_at: t.started_at.map(|at| TimeView::new(at, day)),
+            completed_at: t.completed_at.map(|at| TimeView::new(at, day)),
+            waiting: span(t.assigned_at, t.started_at),
+            running: span(t.started_at, t.completed_at),
+            duration: span(t.assigned_at.or(t.started_at), t.completed_at),
             provider: t.provider.clone(),
             result: t.result.clone(),
-            result_bytes: human_bytes(t.result.len()),
+            result_bytes: human_bytes(t.result.len() as u64),
             result_truncated: t.result_truncated,
             result_seq: t.result_seq,
             error: t.error.clone().filter(|e| !e.trim().is_empty()),
@@ -384,22 +535,120 @@ impl TaskView {
     }
 }
 
-impl MetricView {
-    fn build(key: &str, value: f64) -> Self {
-        let hint = if value.is_finite()
-            && value >= 0.0
-            && (key.ends_with("_ms") || key.ends_with("_millis"))
-        {
-            TimeDelta::try_milliseconds(value.round() as i64).map(human_duration)
-        } else {
-            None
+/// What a metric's value measures, which decides how it is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    /// A whole number of things: `12,345`.
+    Count,
+    /// Milliseconds, written as a duration.
+    Millis,
+    /// Seconds, written as a duration.
+    Seconds,
+    /// US dollars: `$0.0123`.
+    Usd,
+    /// Bytes: `3.4 KiB`.
+    Bytes,
+    /// Anything else: the number itself.
+    Plain,
+}
+
+/// The metric keys the manager writes (`manager/src/report.rs`, and the
+/// model usage it adds up from workers and reviews), with what a person
+/// calls them, in the order the page lists them.
+const KNOWN_METRICS: &[(&str, &str, Unit)] = &[
+    ("tasks_total", "Tasks", Unit::Count),
+    ("tasks_completed", "Tasks completed", Unit::Count),
+    ("tasks_failed", "Tasks failed", Unit::Count),
+    ("tasks_cancelled", "Tasks cancelled", Unit::Count),
+    ("duration_seconds", "Duration", Unit::Seconds),
+    ("duration_ms", "Duration", Unit::Millis),
+    ("elapsed_ms", "Elapsed", Unit::Millis),
+    ("attempts_total", "Attempts", Unit::Count),
+    ("revisions_total", "Revisions", Unit::Count),
+    ("gate_failures", "Gate failures", Unit::Count),
+    ("input_tokens", "Input tokens", Unit::Count),
+    ("output_tokens", "Output tokens", Unit::Count),
+    ("cost_usd", "Cost (USD)", Unit::Usd),
+    ("result_bytes_total", "Result size", Unit::Bytes),
+    ("result_bytes", "Result size", Unit::Bytes),
+];
+
+/// Key endings that name a unit, for keys not in [`KNOWN_METRICS`]; the
+/// ending is dropped from the label (`retries_total` reads `Retries`).
+const UNIT_SUFFIXES: &[(&str, Unit)] = &[
+    ("_total", Unit::Count),
+    ("_count", Unit::Count),
+    ("_ms", Unit::Millis),
+    ("_millis", Unit::Millis),
+    ("_seconds", Unit::Seconds),
+    ("_secs", Unit::Seconds),
+    ("_usd", Unit::Usd),
+    ("_bytes", Unit::Bytes),
+];
+
+/// The metrics table: known keys in [`KNOWN_METRICS`] order, then the rest
+/// in key order.
+fn metric_views(metrics: &BTreeMap<String, f64>) -> Vec<MetricView> {
+    let known = KNOWN_METRICS.iter().filter_map(|(key, label, unit)| {
+        metrics
+            .get(*key)
+            .map(|v| MetricView::build((*label).to_string(), *unit, *v))
+    });
+    let unknown = metrics
+        .iter()
+        .filter(|(key, _)| !KNOWN_METRICS.iter().any(|(k, _, _)| k == key))
+        .map(|(key, v)| {
+            let (label, unit) = metric_label(key);
+            MetricView::build(label, unit, *v)
+        });
+    known.chain(unknown).collect()
+}
+
+/// The label and unit of a key not in [`KNOWN_METRICS`]: `retries_total`
+/// reads `Retries`, `queue_wait_ms` reads `Queue wait`, `budget_usd` reads
+/// `Budget (USD)`.
+fn metric_label(key: &str) -> (String, Unit) {
+    for (suffix, unit) in UNIT_SUFFIXES {
+        let Some(stem) = key.strip_suffix(suffix) else {
+            continue;
         };
-        Self {
-            name: humanize_key(key),
-            key: key.to_string(),
-            value: format_number(value),
-            hint,
+        let stem = sentence_case(stem);
+        if stem.is_empty() {
+            break;
         }
+        let label = match unit {
+            Unit::Usd => format!("{stem} (USD)"),
+            Unit::Bytes => format!("{stem} size"),
+            _ => stem,
+        };
+        return (label, *unit);
+    }
+    (sentence_case(key), Unit::Plain)
+}
+
+impl MetricView {
+    fn build(name: String, unit: Unit, v: f64) -> Self {
+        let mut hint = None;
+        let value = match unit {
+            _ if !v.is_finite() => format_number(v),
+            Unit::Count => group_digits(v.round()),
+            Unit::Millis => duration_from_secs(v / 1000.0)
+                .map(human_duration)
+                .unwrap_or_else(|| format_number(v)),
+            Unit::Seconds => duration_from_secs(v)
+                .map(human_duration)
+                .unwrap_or_else(|| format_number(v)),
+            Unit::Usd => format_usd(v),
+            Unit::Bytes if v >= 0.0 && v < u64::MAX as f64 => {
+                let n = v.round() as u64;
+                if n >= 1024 {
+                    hint = Some(format!("{} bytes", group_digits(n as f64)));
+                }
+                human_bytes(n)
+            }
+            Unit::Bytes | Unit::Plain => format_number(v),
+        };
+        Self { name, value, hint }
     }
 }
 
@@ -420,6 +669,25 @@ fn anchor(kind: &str, index: usize, name: &str) -> String {
         .take(64)
         .collect();
     format!("{kind}-{index}-{safe}")
+}
+
+/// Where a task goes in the page's lists: failures first, as what a reader
+/// most needs, then cancellations (usually their consequence), then the rest.
+fn attention_rank(status: TaskStatus) -> u8 {
+    match status {
+        TaskStatus::Failed => 0,
+        TaskStatus::Cancelled => 1,
+        _ => 2,
+    }
+}
+
+/// `1 task`, `3 tasks`.
+fn tasks_word(n: usize) -> String {
+    if n == 1 {
+        "1 task".to_string()
+    } else {
+        format!("{n} tasks")
+    }
 }
 
 /// The verdicts grouped by the revision they judged, oldest revision first,
@@ -497,32 +765,53 @@ fn task_badge(status: TaskStatus) -> BadgeView {
     }
 }
 
-/// RFC 3339 in UTC to the second: `2025-01-31T09:05:00Z`.
-fn timestamp(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+/// The time of day to the millisecond: `09:05:00.123`. Milliseconds are cut,
+/// not rounded, so a time never reads later than it was.
+fn clock_time(t: DateTime<Utc>) -> String {
+    let nano = t.nanosecond();
+    // chrono keeps a leap second as second 59 with a nanosecond count past
+    // one second; written as second 60, as RFC 3339 does.
+    let (second, nano) = if nano >= 1_000_000_000 {
+        (60, nano - 1_000_000_000)
+    } else {
+        (t.second(), nano)
+    };
+    format!(
+        "{:02}:{:02}:{second:02}.{:03}",
+        t.hour(),
+        t.minute(),
+        nano / 1_000_000
+    )
 }
 
-fn optional_timestamp(t: Option<DateTime<Utc>>) -> String {
-    t.map(timestamp).unwrap_or_else(|| NONE.to_string())
-}
-
-/// A duration for people: `340 ms`, `1.24 s`, `3 min 05 s`, `2 h 03 min 09 s`,
-/// `1 d 04 h 10 min`. A negative span (clock skew) keeps its sign.
+/// A duration for people: `0.4 ms`, `140 ms`, `1.24 s`, `3 min 05 s`,
+/// `2 h 03 min 09 s`, `1 d 04 h 10 min`. Anything shorter than 0.1 ms but
+/// not zero is `<0.1 ms`, so a quick task never reads as taking no time. A
+/// longer negative span (clock skew) keeps its sign.
 fn human_duration(d: TimeDelta) -> String {
-    let micros = d
-        .num_microseconds()
-        .unwrap_or_else(|| d.num_milliseconds().saturating_mul(1000));
-    let sign = if micros < 0 { "-" } else { "" };
-    let micros = micros.unsigned_abs();
-    let millis = (micros + 500) / 1000;
+    // `subsec_nanos` carries the sign of the whole, so this is exact.
+    let nanos = i128::from(d.num_seconds()) * 1_000_000_000 + i128::from(d.subsec_nanos());
+    if nanos == 0 {
+        return "0 ms".to_string();
+    }
+    let sign = if nanos < 0 { "-" } else { "" };
+    let nanos = nanos.unsigned_abs();
+    if nanos < 100_000 {
+        return "<0.1 ms".to_string();
+    }
+    let tenth_millis = (nanos + 50_000) / 100_000;
+    if tenth_millis < 100 {
+        return format!("{sign}{}.{} ms", tenth_millis / 10, tenth_millis % 10);
+    }
+    let millis = (nanos + 500_000) / 1_000_000;
     if millis < 1000 {
         return format!("{sign}{millis} ms");
     }
-    let centis = (micros + 5_000) / 10_000;
+    let centis = (nanos + 5_000_000) / 10_000_000;
     if centis < 6000 {
         return format!("{sign}{}.{:02} s", centis / 100, centis % 100);
     }
-    let secs = (micros + 500_000) / 1_000_000;
+    let secs = (nanos + 500_000_000) / 1_000_000_000;
     let (days, rest) = (secs / 86_400, secs % 86_400);
     let (hours, rest) = (rest / 3600, rest % 3600);
     let (mins, secs) = (rest / 60, rest % 60);
@@ -535,8 +824,15 @@ fn human_duration(d: TimeDelta) -> String {
     }
 }
 
+/// A span of `secs` seconds to the microsecond, if it is finite and fits.
+fn duration_from_secs(secs: f64) -> Option<TimeDelta> {
+    let micros = (secs * 1e6).round();
+    // i64 microseconds cover ±292,000 years; the bound keeps the cast exact.
+    (micros.is_finite() && micros.abs() < 9e18).then(|| TimeDelta::microseconds(micros as i64))
+}
+
 /// A byte count for people: `512 B`, `3.4 KiB`, `1.2 MiB`.
-fn human_bytes(n: usize) -> String {
+fn human_bytes(n: u64) -> String {
     const KIB: f64 = 1024.0;
     let f = n as f64;
     if f < KIB {
@@ -548,25 +844,69 @@ fn human_bytes(n: usize) -> String {
     }
 }
 
-/// A metric value: whole numbers without decimals, others to three places.
+/// A number with thousands separators: whole numbers without decimals,
+/// others to three places: `1,234`, `12.346`.
 fn format_number(v: f64) -> String {
     if !v.is_finite() {
         return v.to_string();
     }
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        return format!("{}", v as i64);
+    let fixed = format!("{:.3}", v.abs());
+    let fixed = fixed.trim_end_matches('0').trim_end_matches('.');
+    let (whole, frac) = fixed.split_once('.').unwrap_or((fixed, ""));
+    let sign = if v < 0.0 && fixed != "0" { "-" } else { "" };
+    let dot = if frac.is_empty() { "" } else { "." };
+    format!("{sign}{}{dot}{frac}", group_thousands(whole))
+}
+
+/// A whole number with thousands separators: `-1,234,567`.
+fn group_digits(v: f64) -> String {
+    let digits = format!("{:.0}", v.abs());
+    let sign = if v < 0.0 && digits != "0" { "-" } else { "" };
+    format!("{sign}{}", group_thousands(&digits))
+}
+
+/// `1234567` becomes `1,234,567`.
+fn group_thousands(digits: &str) -> String {
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
     }
-    let s = format!("{v:.3}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
+    out
+}
+
+/// US dollars: cents under a dollar are too coarse for model costs, so
+/// amounts below $1 get four places (`$0.0123`), larger ones two
+/// (`$1,234.57`).
+fn format_usd(v: f64) -> String {
+    let sign = if v < 0.0 { "-" } else { "" };
+    let a = v.abs();
+    let ten_thousandths = (a * 10_000.0).round();
+    if a > 0.0 && ten_thousandths == 0.0 {
+        return format!("{sign}<$0.0001");
+    }
+    if ten_thousandths < 10_000.0 {
+        return format!("{sign}${:.4}", ten_thousandths / 10_000.0);
+    }
+    let cents = (a * 100.0).round();
+    format!(
+        "{sign}${}.{:02}",
+        group_digits((cents / 100.0).trunc()),
+        (cents % 100.0) as u32
+    )
 }
 
 /// `tasks_completed` becomes `Tasks completed`.
-fn humanize_key(key: &str) -> String {
-    let spaced = key.replace(['_', '.'], " ");
-    let mut chars = spaced.trim().chars();
+fn sentence_case(text: &str) -> String {
+    let spaced = text.replace(['_', '.'], " ");
+    let words: Vec<&str> = spaced.split_whitespace().collect();
+    let joined = words.join(" ");
+    let mut chars = joined.chars();
     match chars.next() {
         Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => key.to_string(),
+        None => String::new(),
     }
 }
 
@@ -730,9 +1070,12 @@ mod tests {
         assert!(html.contains("web_search"));
         assert!(html.contains("<details"));
         assert!(html.contains("3 min 05 s"));
+        assert!(html.contains("3 min 06 s"));
+        assert!(html.contains("1.00 s"));
         assert!(html.contains("2.00 s"));
         assert!(html.contains("5 min 05 s"));
-        assert!(html.contains("2025-03-14T09:00:01Z"));
+        assert!(html.contains("2025-03-14 09:00:01.000 UTC"));
+        assert!(html.contains(r#"datetime="2025-03-14T09:00:01.000Z""#));
         assert!(html.contains("12.346"));
         assert!(html.contains("boss-a1"));
         assert!(html.contains(swarm_common::PROTOCOL_VERSION));
@@ -811,7 +1154,15 @@ mod tests {
     #[test]
     fn durations_read_well() {
         let ms = TimeDelta::milliseconds;
+        let us = TimeDelta::microseconds;
         assert_eq!(human_duration(ms(0)), "0 ms");
+        assert_eq!(human_duration(TimeDelta::nanoseconds(1)), "<0.1 ms");
+        assert_eq!(human_duration(us(99)), "<0.1 ms");
+        assert_eq!(human_duration(us(400)), "0.4 ms");
+        assert_eq!(human_duration(us(2_340)), "2.3 ms");
+        assert_eq!(human_duration(us(9_960)), "10 ms");
+        assert_eq!(human_duration(ms(140)), "140 ms");
+        assert_eq!(human_duration(us(999_600)), "1.00 s");
         assert_eq!(human_duration(ms(340)), "340 ms");
         assert_eq!(human_duration(ms(1240)), "1.24 s");
         assert_eq!(human_duration(ms(59_996)), "1 min 00 s");
@@ -819,19 +1170,140 @@ mod tests {
         assert_eq!(human_duration(ms(7_389_000)), "2 h 03 min 09 s");
         assert_eq!(human_duration(ms(101_400_000)), "1 d 04 h 10 min");
         assert_eq!(human_duration(ms(-1500)), "-1.50 s");
+        assert_eq!(human_duration(us(-400)), "-0.4 ms");
     }
 
     #[test]
     fn small_helpers() {
         assert_eq!(format_number(3.0), "3");
         assert_eq!(format_number(0.5), "0.5");
-        assert_eq!(humanize_key("tasks_completed"), "Tasks completed");
+        assert_eq!(format_number(-0.5), "-0.5");
+        assert_eq!(format_number(1_234_567.0), "1,234,567");
+        assert_eq!(format_number(-1234.5678), "-1,234.568");
+        assert_eq!(sentence_case("tasks_completed"), "Tasks completed");
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(2048), "2.0 KiB");
         assert_eq!(anchor("task", 2, "a b<c"), "task-2-a_b_c");
         assert_eq!(shorten("short", 80), "short");
         assert_eq!(shorten("line one\nline two", 80), "line one…");
         assert_eq!(shorten("abcdef", 3), "abc…");
-        assert_eq!(timestamp(at(9, 5, 5)), "2025-03-14T09:05:05Z");
+    }
+
+    /// The instant `h:m:s.ms` on 2026-12-02.
+    fn at_ms(h: u32, m: u32, s: u32, ms: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 12, 2, h, m, s).unwrap() + TimeDelta::milliseconds(ms.into())
+    }
+
+    /// A report of `tasks` with the given status, started at 12:40:00.000.
+    fn report_of(status: SwarmStatus, tasks: Vec<TaskOutcome>) -> FinalReport {
+        FinalReport {
+            overall_status: status,
+            mission: "Summarise the notes".to_string(),
+            summary: "The manager's summary.".to_string(),
+            insights: Vec::new(),
+            task_results: tasks,
+            metrics: BTreeMap::new(),
+            started_at: at_ms(12, 40, 0, 0),
+            completed_at: at_ms(12, 40, 2, 500),
+        }
+    }
+
+    #[test]
+    fn a_time_on_another_day_keeps_its_date() {
+        let day = at_ms(12, 0, 0, 0).date_naive();
+        let next = Utc.with_ymd_and_hms(2026, 12, 3, 0, 0, 1).unwrap();
+        let view = TimeView::new(next, day);
+        assert_eq!(view.short, "2026-12-03 00:00:01.000 UTC");
+        assert_eq!(view.text, view.short);
+        assert_eq!(view.iso, "2026-12-03T00:00:01.000Z");
+        assert_eq!(TimeView::new(at_ms(9, 5, 5, 42), day).short, "09:05:05.042");
+    }
+
+    #[test]
+    fn metric_values_follow_their_unit() {
+        assert_eq!(
+            metric_label("snake_case_total"),
+            ("Snake case".to_string(), Unit::Count)
+        );
+        assert_eq!(
+            metric_label("queue_wait_ms"),
+            ("Queue wait".to_string(), Unit::Millis)
+        );
+        assert_eq!(
+            metric_label("budget_usd"),
+            ("Budget (USD)".to_string(), Unit::Usd)
+        );
+        assert_eq!(
+            metric_label("payload_bytes"),
+            ("Payload size".to_string(), Unit::Bytes)
+        );
+        assert_eq!(metric_label("steps"), ("Steps".to_string(), Unit::Plain));
+        assert_eq!(metric_label("_total"), ("Total".to_string(), Unit::Plain));
+        assert_eq!(format_usd(0.0), "$0.0000");
+        assert_eq!(format_usd(0.000_01), "<$0.0001");
+        assert_eq!(format_usd(0.012_34), "$0.0123");
+        assert_eq!(format_usd(0.999_99), "$1.00");
+        assert_eq!(format_usd(1234.567), "$1,234.57");
+        assert_eq!(format_usd(-0.5), "-$0.5000");
+        assert_eq!(group_digits(999.0), "999");
+        assert_eq!(group_digits(1000.0), "1,000");
+        assert_eq!(group_digits(-1_234_567.0), "-1,234,567");
+        let count = MetricView::build("Attempts".to_string(), Unit::Count, 2.6);
+        assert_eq!(count.value, "3");
+        let nan = MetricView::build("Cost".to_string(), Unit::Usd, f64::NAN);
+        assert_eq!(nan.value, "NaN");
+        let seconds = MetricView::build("Duration".to_string(), Unit::Seconds, 185.0);
+        assert_eq!(seconds.value, "3 min 05 s");
+        let small = MetricView::build("Result size".to_string(), Unit::Bytes, 512.0);
+        assert_eq!((small.value.as_str(), small.hint), ("512 B", None));
+    }
+
+    #[test]
+    fn plan_order_holds_within_each_group() {
+        let tasks = vec![
+            outcome("a-done", TaskStatus::Completed),
+            outcome("b-cancelled", TaskStatus::Cancelled),
+            outcome("c-failed", TaskStatus::Failed),
+            outcome("d-done", TaskStatus::Completed),
+            outcome("e-failed", TaskStatus::Failed),
+            outcome("f-cancelled", TaskStatus::Cancelled),
+        ];
+        let report = report_of(SwarmStatus::Failed, tasks);
+        let page = PageView::build(
+            &ReportInput {
+                swarm_id: "s",
+                mission: "",
+                mission_id: None,
+                plan: None,
+                report: &report,
+                rendered_by: "boss",
+            },
+            at_ms(13, 0, 0, 0),
+        );
+        let order: Vec<&str> = page.tasks.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(
+            order,
+            [
+                "c-failed",
+                "e-failed",
+                "b-cancelled",
+                "f-cancelled",
+                "a-done",
+                "d-done"
+            ]
+        );
+        assert!(page.tasks_reordered);
+        // Anchors keep the plan position, so links do not move with the order.
+        assert_eq!(page.tasks[0].anchor, "task-2-c-failed");
+        let failure = page.failure.expect("a failed report has the box");
+        let named: Vec<&str> = failure
+            .entries
+            .iter()
+            .flat_map(|e| e.tasks.iter().map(|t| t.id.as_str()))
+            .collect();
+        assert_eq!(
+            named,
+            ["c-failed", "e-failed", "b-cancelled", "f-cancelled"]
+        );
     }
 }

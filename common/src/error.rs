@@ -27,6 +27,9 @@ pub enum ErrorCode {
     NotFound,
     /// A tool call failed.
     ToolFailed,
+    /// The agent could not do the task and said why (a model that gave up,
+    /// the offline provider finding no tool for the request).
+    GaveUp,
     /// The work was cancelled.
     Cancelled,
     /// A fault inside Swarm or its broker; usually retriable.
@@ -44,7 +47,10 @@ impl ErrorCode {
             ErrorCode::NotFound => 404,
             ErrorCode::Timeout => 408,
             ErrorCode::PayloadTooLarge => 413,
-            ErrorCode::LimitExceeded | ErrorCode::ToolFailed | ErrorCode::Cancelled => 422,
+            ErrorCode::LimitExceeded
+            | ErrorCode::ToolFailed
+            | ErrorCode::GaveUp
+            | ErrorCode::Cancelled => 422,
             ErrorCode::Internal => 500,
         }
     }
@@ -61,6 +67,7 @@ impl ErrorCode {
             ErrorCode::LimitExceeded => "limit_exceeded",
             ErrorCode::NotFound => "not_found",
             ErrorCode::ToolFailed => "tool_failed",
+            ErrorCode::GaveUp => "gave_up",
             ErrorCode::Cancelled => "cancelled",
             ErrorCode::Internal => "internal",
         }

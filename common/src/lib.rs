@@ -4,8 +4,9 @@
 //! on lives here: the message types ([`messages`]), the envelope that wraps
 //! them ([`Envelope`]), the codecs chosen by `Content-Type` ([`codec`]), the
 //! subject map ([`subjects`]), the durable state of a swarm ([`state`]), the
-//! limits every role enforces ([`limits`]), plan validation ([`validate`]) and
-//! the mission intake format ([`mission`]). This crate has no tokio and no
+//! limits every role enforces ([`limits`]), plan validation ([`validate`]),
+//! the mission intake format ([`mission`]) and what makes an attempt a
+//! success ([`outcome`]). This crate has no tokio and no
 //! NATS client: `cargo tree -p swarm-common -i tokio` finds nothing.
 
 pub mod approval;
@@ -15,6 +16,7 @@ pub mod gates;
 pub mod limits;
 pub mod messages;
 pub mod mission;
+pub mod outcome;
 pub mod state;
 pub mod subjects;
 pub mod timestamp;

@@ -9,6 +9,7 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
+use swarm_common::outcome::unrecovered_tool_failure;
 use swarm_common::{
     ContextRef, ErrorBody, ErrorCode, GateVerdict, ResultSubmission, SwarmDeployment, SwarmState,
     SwarmStatus, TaskAssignment, TaskState, TaskStatus,
@@ -290,8 +291,9 @@ pub fn outstanding(state: &SwarmState) -> Vec<Command> {
         .collect()
 }
 
-/// The rule-based quality gates every result passes through: it must be a
-/// completed result, non-empty, and within the size limit.
+/// The rule-based quality gates every result passes through: nothing the
+/// agent did failed (the worker's own rule, checked again here rather than
+/// taken on its word), the result is non-empty, and within the size limit.
 pub fn review(
     submission: &ResultSubmission,
     task: &TaskState,
@@ -308,7 +310,22 @@ pub fn review(
         revision: submission.revision,
     };
     let bytes = submission.result.len();
+    let failed_step = unrecovered_tool_failure(&submission.steps);
     vec![
+        verdict(
+            "no_failed_tool",
+            failed_step.is_none(),
+            failed_step
+                .map(|s| {
+                    format!(
+                        "tool {:?} failed at step {} and the result does not make it good: {}",
+                        s.tool.as_deref().unwrap_or(""),
+                        s.step,
+                        preview(&s.observation)
+                    )
+                })
+                .unwrap_or_default(),
+        ),
         verdict(
             "non_empty",
             !submission.result.trim().is_empty(),
@@ -332,7 +349,6 @@ fn on_result(
 ) -> bool {
     let max_result = state.limits.max_result_bytes;
     let max_revisions = state.limits.max_revisions;
-    let max_attempts = state.limits.max_attempts;
     let Some(i) = state.position(&sub.task_id) else {
         return false;
     };
@@ -361,7 +377,7 @@ fn on_result(
                 "the worker reported a failure without a reason",
             )
         });
-        return fail_or_retry(state, i, &error, max_attempts, now, commands);
+        return fail_or_revise(state, i, &error, now, commands);
     }
     // The worker's own gate checks come first: they are the audit trail of
     // how the model corrected itself before submitting.
@@ -408,6 +424,36 @@ fn on_result(
     true
 }
 
+/// A failed attempt is treated like a failed gate: a fault that may pass
+/// (retriable) gets another attempt, any other failure a revision with its
+/// reason as feedback, within the task's limits; then the task fails with
+/// the reason and its dependents are cancelled.
+fn fail_or_revise(
+    state: &mut SwarmState,
+    i: usize,
+    error: &ErrorBody,
+    now: DateTime<Utc>,
+    commands: &mut Vec<Command>,
+) -> bool {
+    let max_attempts = state.limits.max_attempts;
+    let max_revisions = state.limits.max_revisions;
+    let task = &mut state.tasks[i];
+    let revisable = !error.retriable && error.code != ErrorCode::Cancelled;
+    if revisable && task.revision < max_revisions {
+        task.revision += 1;
+        task.status = TaskStatus::Assigned;
+        task.feedback.push(format!(
+            "The previous version failed ({}): {}. Fix the cause; if the task cannot be done, \
+             give up and say why.",
+            error.code, error.message
+        ));
+        let cmd = assignment(state, &state.tasks[i]);
+        commands.push(cmd);
+        return true;
+    }
+    fail_or_retry(state, i, error, max_attempts, now, commands)
+}
+
 fn on_task_error(
     state: &mut SwarmState,
     task_id: &str,
@@ -444,7 +490,13 @@ fn fail_or_retry(
     } else {
         task.status = TaskStatus::Failed;
         task.completed_at = Some(now);
-        task.error = Some(format!("{}: {}", error.code, error.message));
+        task.error = Some(match (task.attempt, task.revision) {
+            (0 | 1, 0) => format!("{}: {}", error.code, error.message),
+            (attempts, revisions) => format!(
+                "{}: {} (after {attempts} attempt(s) and {revisions} revision(s))",
+                error.code, error.message
+            ),
+        });
         cascade_cancel(state, now);
     }
     true

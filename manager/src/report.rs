@@ -75,20 +75,72 @@ fn seconds(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
     (to - from).num_milliseconds().max(0) as f64 / 1000.0
 }
 
+/// Why a mission did not complete, in one sentence that names the first
+/// task that failed (the earliest to end Failed; its dependents' cancels
+/// follow from it) or the swarm's own reason; `None` for a completed one.
+/// A model-written summary keeps it at its front too.
+pub fn why_not_completed(state: &SwarmState) -> Option<String> {
+    let first_failed = state
+        .tasks
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.status == TaskStatus::Failed)
+        .min_by_key(|(i, t)| (t.completed_at, *i))
+        .map(|(_, t)| t);
+    let task = |t: &swarm_common::TaskState| {
+        format!(
+            "task {} ({}) failed: {}",
+            t.definition.task_id,
+            t.definition.title,
+            t.error.as_deref().unwrap_or("no reason recorded")
+        )
+    };
+    let unfinished = || {
+        state
+            .tasks
+            .iter()
+            .filter(|t| !t.status.is_terminal() || t.status == TaskStatus::Cancelled)
+            .map(|t| t.definition.task_id.as_str())
+            .collect::<Vec<_>>()
+    };
+    match state.status {
+        SwarmStatus::Completed | SwarmStatus::Running => None,
+        SwarmStatus::Failed => Some(match (first_failed, &state.cancel_reason) {
+            (Some(t), _) => format!("The mission failed: {}.", task(t)),
+            (None, Some(why)) => format!("The mission failed: {why}."),
+            (None, None) => "The mission failed.".to_string(),
+        }),
+        SwarmStatus::Cancelled => Some(format!(
+            "The mission was cancelled: {}.",
+            state.cancel_reason.as_deref().unwrap_or("no reason given")
+        )),
+        SwarmStatus::TimedOut => {
+            let left = unfinished();
+            Some(match first_failed {
+                Some(t) => format!(
+                    "The mission ran out of time with {} task(s) not done; before that, {}.",
+                    left.len(),
+                    task(t)
+                ),
+                None => format!(
+                    "The mission ran out of time with {} task(s) not done: {}.",
+                    left.len(),
+                    left.join(", ")
+                ),
+            })
+        }
+    }
+}
+
 fn summary(state: &SwarmState, completed_at: DateTime<Utc>) -> String {
     let n = state.tasks.len();
-    let verdict = match state.status {
-        SwarmStatus::Completed => "The mission completed".to_string(),
-        SwarmStatus::Failed => "The mission failed".to_string(),
-        SwarmStatus::Cancelled => format!(
-            "The mission was cancelled ({})",
-            state.cancel_reason.as_deref().unwrap_or("no reason given")
-        ),
-        SwarmStatus::TimedOut => "The mission ran out of time".to_string(),
-        SwarmStatus::Running => "The mission is still running".to_string(),
+    let verdict = match why_not_completed(state) {
+        Some(why) => why,
+        None if state.status == SwarmStatus::Running => "The mission is still running.".into(),
+        None => "The mission completed.".to_string(),
     };
-    let mut s = format!(
-        "{verdict}: {} of {n} task(s) completed, {} failed, {} cancelled, in {:.2} s. Plan by {}; summary by the manager's rule-based reviewer (offline, no model).",
+    format!(
+        "{verdict} {} of {n} task(s) completed, {} failed, {} cancelled, in {:.2} s. Plan by {}; summary by the manager's rule-based reviewer (offline, no model).",
         count(state, TaskStatus::Completed),
         count(state, TaskStatus::Failed),
         count(state, TaskStatus::Cancelled),
@@ -98,14 +150,7 @@ fn summary(state: &SwarmState, completed_at: DateTime<Utc>) -> String {
         } else {
             &state.planner
         },
-    );
-    if state.tasks.is_empty()
-        && let Some(reason) = &state.cancel_reason
-    {
-        s.push(' ');
-        s.push_str(reason);
-    }
-    s
+    )
 }
 
 fn insights(state: &SwarmState) -> Vec<String> {

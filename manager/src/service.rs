@@ -1378,6 +1378,37 @@ async fn await_acks(acks: Vec<PublishAckFuture>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Tells the workers that a swarm ended before its tasks did (timed out, a
+/// spent budget, cancelled): they stop its running tasks and close the
+/// approval requests and questions those wait on. Sent once (deduplicated);
+/// the managers' own copy changes nothing, the swarm having ended.
+/// How a cancel the manager sends for a swarm that ended begins, so that
+/// workers word what they close as an end rather than a person's cancel.
+pub const ENDED: &str = "the swarm ended";
+
+async fn stop_workers(ctx: &Ctx, swarm_id: &str, status: swarm_common::SwarmStatus) {
+    let env = Envelope::new(
+        ctx.agent_id.as_str(),
+        "worker",
+        swarm_id,
+        swarm_id,
+        Control::Cancel {
+            reason: format!("{ENDED} {status:?}"),
+        },
+    );
+    let msg_id = format!("{swarm_id}.ended");
+    if let Err(e) = wire::publish(
+        &ctx.infra.js,
+        subjects::control(swarm_id),
+        &env,
+        Some(&msg_id),
+    )
+    .await
+    {
+        warn!(%swarm_id, error = %e, "cannot tell the workers that the swarm ended");
+    }
+}
+
 async fn publish_report(
     ctx: &Ctx,
     cache: &mut Option<Cached>,
@@ -1420,7 +1451,12 @@ async fn publish_report(
             .await
         {
             Ok(s) => {
-                report.summary = s.summary;
+                // The model writes prose; the reason a mission did not
+                // complete stays first, in the manager's own words.
+                report.summary = match crate::report::why_not_completed(state) {
+                    Some(why) => format!("{why} {}", s.summary),
+                    None => s.summary,
+                };
                 report.insights = s.insights;
                 let m = &mut report.metrics;
                 *m.entry("input_tokens".into()).or_insert(0.0) += s.usage.input_tokens as f64;
@@ -1448,6 +1484,9 @@ async fn publish_report(
     )
     .await?;
     info!(overall_status = ?env.body.overall_status, "final report published");
+    if env.body.overall_status != swarm_common::SwarmStatus::Completed {
+        stop_workers(ctx, &swarm_id, env.body.overall_status).await;
+    }
     // Remember that the report is out, so a later redelivery does not send it again.
     for _ in 0..16 {
         let Some(c) = cache.as_mut() else {

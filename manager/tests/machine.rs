@@ -462,3 +462,126 @@ fn a_wide_fan_in_assigns_its_last_task_once_every_dependency_is_done() {
     let out = submit(&mut s, 99_999, result("join", 1, 0, "joined"));
     assert_eq!(out.commands, vec![Command::Finalize]);
 }
+
+fn tool_failure(task_id: &str, attempt: u32, revision: u32) -> ResultSubmission {
+    let mut r = result(task_id, attempt, revision, "");
+    r.status = TaskStatus::Failed;
+    r.error = Some(ErrorBody::new(
+        ErrorCode::ToolFailed,
+        "tool \"count\" failed: NOPE.md: no such file (step 1)",
+    ));
+    r
+}
+
+#[test]
+fn a_failed_attempt_is_revised_with_its_reason_then_fails_the_mission() {
+    // a -> b: a's tool keeps failing.
+    let (mut s, _) = machine::deploy(
+        "s1",
+        &deployment(vec![task("a", &[]), task("b", &["a"])]),
+        1,
+        now(),
+    );
+    let max_revisions = Limits::default().max_revisions;
+    for revision in 0..max_revisions {
+        let out = submit(
+            &mut s,
+            10 + u64::from(revision),
+            tool_failure("a", 1, revision),
+        );
+        assert!(out.changed);
+        assert_eq!(
+            assigned(&out.commands),
+            vec![("a".into(), 1, revision + 1)],
+            "a failed attempt is revised like a failed gate"
+        );
+        let feedback = s.task("a").unwrap().feedback.last().unwrap();
+        assert!(
+            feedback.contains("The previous version failed (tool_failed)")
+                && feedback.contains("NOPE.md: no such file"),
+            "{feedback}"
+        );
+    }
+    let out = submit(&mut s, 20, tool_failure("a", 1, max_revisions));
+    assert_eq!(out.commands, vec![Command::Finalize]);
+    assert_eq!(status(&s, "a"), TaskStatus::Failed);
+    let why = s.task("a").unwrap().error.clone().unwrap();
+    assert!(
+        why.starts_with("tool_failed: tool \"count\" failed: NOPE.md: no such file")
+            && why.ends_with(&format!(
+                "(after 1 attempt(s) and {max_revisions} revision(s))"
+            )),
+        "{why}"
+    );
+    assert_eq!(status(&s, "b"), TaskStatus::Cancelled);
+    assert_eq!(
+        s.task("b").unwrap().error.as_deref(),
+        Some("not run: dependency a did not complete")
+    );
+    assert_eq!(s.status, SwarmStatus::Failed);
+    // The report's first words say which task failed and why.
+    let r = swarm_manager::report::build(&s, &Default::default(), 1 << 20, now());
+    assert_eq!(r.overall_status, SwarmStatus::Failed);
+    assert!(
+        r.summary.starts_with(
+            "The mission failed: task a (title a) failed: tool_failed: tool \"count\" failed: \
+             NOPE.md: no such file"
+        ),
+        "{}",
+        r.summary
+    );
+    assert!(
+        r.summary
+            .contains("0 of 2 task(s) completed, 1 failed, 1 cancelled")
+    );
+}
+
+#[test]
+fn a_completed_claim_with_a_failed_tool_step_is_not_accepted() {
+    let (mut s, _) = machine::deploy("s1", &deployment(vec![task("a", &[])]), 1, now());
+    // A worker (an older build, or a forged message) says Completed, but its
+    // own steps show a tool call that failed and was never made good.
+    let mut r = result("a", 1, 0, "[offline provider] `count` on NOPE.md failed");
+    r.steps = vec![
+        swarm_common::StepRecord {
+            step: 1,
+            tool: Some("count".into()),
+            arguments: Some(r#"{"path":"NOPE.md"}"#.into()),
+            observation: "failed: NOPE.md: no such file".into(),
+            is_error: true,
+        },
+        swarm_common::StepRecord {
+            step: 2,
+            tool: None,
+            arguments: None,
+            observation: "[offline provider] `count` on NOPE.md failed".into(),
+            is_error: false,
+        },
+    ];
+    let out = submit(&mut s, 2, r);
+    assert_eq!(assigned(&out.commands), vec![("a".into(), 1, 1)]);
+    let verdict = s
+        .task("a")
+        .unwrap()
+        .gate_verdicts
+        .iter()
+        .find(|v| v.gate == "no_failed_tool")
+        .unwrap()
+        .clone();
+    assert!(!verdict.passed);
+    assert!(
+        verdict
+            .reason
+            .starts_with("tool \"count\" failed at step 1"),
+        "{}",
+        verdict.reason
+    );
+}
+
+#[test]
+fn an_empty_result_is_not_accepted() {
+    let (mut s, _) = machine::deploy("s1", &deployment(vec![task("a", &[])]), 1, now());
+    let out = submit(&mut s, 2, result("a", 1, 0, "  \n"));
+    assert_eq!(assigned(&out.commands), vec![("a".into(), 1, 1)]);
+    assert_eq!(status(&s, "a"), TaskStatus::Assigned);
+}

@@ -751,12 +751,175 @@ async fn a_shell_call_waits_for_approval_and_a_denied_one_tells_the_model() {
         "the approved command ran: {out}"
     );
     let b = llm.requests_for("SECOND-SHELL");
-    assert_eq!(b.len(), 2, "{}", llm.describe_requests());
+    // The denial goes back to the model, and its answer does not make the
+    // refused call good: that attempt fails, and the manager's revision
+    // asks again with the failure as feedback (where this model answers
+    // without the shell).
+    assert_eq!(b.len(), 3, "{}", llm.describe_requests());
     let out = &b[1].tool_results()[0].1;
     assert!(
         out.contains("denied") && out.contains("not today") && !out.contains("ran-denied\n"),
         "the model is told of the denial: {out}"
     );
+    let feedback = b[2].last_user_text();
+    assert!(
+        feedback.contains("The previous version failed (tool_failed)")
+            && feedback.contains("not today"),
+        "{feedback}"
+    );
+    let task_b = report
+        .task_results
+        .iter()
+        .find(|t| t.task_id == "b")
+        .unwrap();
+    assert_eq!(task_b.revisions, 1);
+}
+
+/// The approval request's record, read again until `done` says it is settled.
+async fn approval_record(
+    nc: &async_nats::Client,
+    approval_id: &str,
+    done: impl Fn(&swarm_common::approval::ApprovalRecord) -> bool,
+) -> swarm_common::approval::ApprovalRecord {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let all = swarm_cli::client::approvals(nc, true).await.unwrap();
+        if let Some(r) = all.into_iter().find(|r| r.approval_id == approval_id)
+            && done(&r)
+        {
+            return r;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "approval {approval_id} never settled"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_swarm_that_ends_closes_its_pending_approvals() {
+    use swarm_common::approval::ApprovalStatus;
+    let llm = MockLlm::start().await;
+    llm.add(worker_rule("shell").then_always(Reply::tool_call(
+        "shell",
+        json!({"command": "echo never-run"}),
+    )));
+    let ws = workspace();
+    let cluster = cluster(
+        &llm,
+        &[Roles::Worker],
+        &[("SWARM_TOOL_SHELL", "true")],
+        ws.path(),
+    )
+    .await;
+    let nc = cluster.client().await;
+
+    // Cancelled by a person while the call waits.
+    let id = submit_json(
+        &nc,
+        &planned("Use the shell", vec![common::task("a", "clean up", &[])]),
+    )
+    .await;
+    let pending = pending_approval(&nc, "never-run").await;
+    swarm_cli::client::cancel(&nc, &id, "changed plans")
+        .await
+        .unwrap();
+    let cancelled = report(&cluster, &llm, &nc, &id).await;
+    assert_eq!(cancelled.overall_status, SwarmStatus::Cancelled);
+    let closed = approval_record(&nc, &pending.approval_id, |r| {
+        r.status != ApprovalStatus::Pending
+    })
+    .await;
+    assert_eq!(closed.status, ApprovalStatus::Expired);
+    assert_eq!(
+        closed.reason.as_deref(),
+        Some("the swarm was cancelled: changed plans")
+    );
+    let refused = swarm_cli::client::decide(&nc, &pending.approval_id, true, "tester", None)
+        .await
+        .unwrap_err();
+    assert!(format!("{refused:#}").contains("Expired"), "{refused:#}");
+
+    // Ended by its deadline while the call waits: the manager tells the
+    // workers, which close it the same way.
+    let mut mission = planned("Use the shell", vec![common::task("b", "clean up", &[])]);
+    mission["max_execution_seconds"] = json!(3);
+    let id = submit_json(&nc, &mission).await;
+    let pending = loop {
+        let r = pending_approval(&nc, "never-run").await;
+        if r.swarm_id.as_deref() == Some(id.as_str()) {
+            break r;
+        }
+    };
+    let timed_out = report(&cluster, &llm, &nc, &id).await;
+    assert_eq!(timed_out.overall_status, SwarmStatus::TimedOut);
+    let closed = approval_record(&nc, &pending.approval_id, |r| {
+        r.status != ApprovalStatus::Pending
+    })
+    .await;
+    assert_eq!(closed.status, ApprovalStatus::Expired);
+    assert_eq!(closed.reason.as_deref(), Some("the swarm ended TimedOut"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_closes_the_question_a_task_waits_on() {
+    let llm = MockLlm::start().await;
+    llm.add(worker_rule("asking").then_always(Reply::tool_call(
+        "request_input",
+        json!({"question": "Which colour?"}),
+    )));
+    let ws = workspace();
+    let cluster = cluster(&llm, &[Roles::Worker], &[], ws.path()).await;
+    let nc = cluster.client().await;
+    let id = submit_json(
+        &nc,
+        &planned("Paint", vec![common::task("paint", "Paint the shed", &[])]),
+    )
+    .await;
+    let js = async_nats::jetstream::new(nc.clone());
+    let inputs = js
+        .get_key_value(swarm_common::subjects::INPUTS_BUCKET)
+        .await
+        .unwrap();
+    let key = format!("{id}.paint");
+    let question = |closed: bool| {
+        let inputs = inputs.clone();
+        let key = key.clone();
+        async move {
+            let Some(bytes) = inputs.get(&key).await.map_err(|e| e.to_string())? else {
+                return Err("no question yet".to_string());
+            };
+            let r: swarm_common::approval::InputRecord =
+                swarm_common::Codec::MsgPack.decode(&bytes).unwrap();
+            if r.closed.is_some() == closed {
+                Ok(r)
+            } else {
+                Err(format!("closed: {:?}", r.closed))
+            }
+        }
+    };
+    common::eventually(WAIT, Duration::from_millis(100), "the question", || {
+        question(false)
+    })
+    .await;
+    swarm_cli::client::cancel(&nc, &id, "no paint left")
+        .await
+        .unwrap();
+    let closed = common::eventually(
+        WAIT,
+        Duration::from_millis(100),
+        "the closed question",
+        || question(true),
+    )
+    .await;
+    assert_eq!(
+        closed.closed.as_deref(),
+        Some("the swarm was cancelled: no paint left")
+    );
+    assert_eq!(closed.answer, None);
+    let report = report(&cluster, &llm, &nc, &id).await;
+    assert_eq!(report.overall_status, SwarmStatus::Cancelled);
 }
 
 // ---------------------------------------------------------------- input requests

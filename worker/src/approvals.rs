@@ -1,7 +1,12 @@
 //! The NATS-backed approver: a destructive tool call waits in the
 //! `approvals` bucket until a person runs `swarm approve <id>` or
-//! `swarm deny <id>`; an unanswered request expires as denied.
+//! `swarm deny <id>`; an unanswered request expires as denied. When the
+//! swarm ends first, its open requests are closed as expired with the
+//! reason ([`NatsApprover::close`]), so nobody approves a call that can no
+//! longer run.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
@@ -24,6 +29,29 @@ pub struct NatsApprover {
     js: jetstream::Context,
     worker_id: String,
     wait: Duration,
+    /// The requests this worker waits on, by swarm.
+    open: Arc<Mutex<HashMap<String, HashSet<String>>>>,
+}
+
+/// Keeps a request in [`NatsApprover`]'s open set while its wait lives: a
+/// wait that ends, however (decided, expired, or its task stopped), leaves it.
+struct Open {
+    open: Arc<Mutex<HashMap<String, HashSet<String>>>>,
+    swarm_id: String,
+    approval_id: String,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if let Ok(mut map) = self.open.lock()
+            && let Some(ids) = map.get_mut(&self.swarm_id)
+        {
+            ids.remove(&self.approval_id);
+            if ids.is_empty() {
+                map.remove(&self.swarm_id);
+            }
+        }
+    }
 }
 
 impl NatsApprover {
@@ -39,6 +67,34 @@ impl NatsApprover {
             js,
             worker_id: worker_id.into(),
             wait,
+            open: Arc::default(),
+        }
+    }
+
+    /// The ids of the requests this worker waits on for `swarm_id`. Taken
+    /// before the swarm's tasks are stopped, whose waits then end.
+    pub fn open_requests(&self, swarm_id: &str) -> Vec<String> {
+        self.open
+            .lock()
+            .map(|map| {
+                map.get(swarm_id)
+                    .map(|ids| ids.iter().cloned().collect())
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Closes requests that are still pending as expired with `reason`
+    /// (compare-and-swap: a decision made meanwhile stands).
+    pub async fn close(&self, approval_ids: &[String], reason: &str) {
+        for approval_id in approval_ids {
+            match close_approval(&self.store, approval_id, &self.worker_id, reason).await {
+                Ok(true) => info!(%approval_id, reason, "approval request closed"),
+                Ok(false) => {}
+                Err(e) => {
+                    warn!(%approval_id, error = format!("{e:#}"), "cannot close the approval request")
+                }
+            }
         }
     }
 
@@ -77,6 +133,37 @@ impl NatsApprover {
     }
 }
 
+/// Marks a pending request expired with `reason`; whether it was pending.
+pub async fn close_approval(
+    store: &kv::Store,
+    approval_id: &str,
+    by: &str,
+    reason: &str,
+) -> anyhow::Result<bool> {
+    use anyhow::Context as _;
+    for _ in 0..8 {
+        let Some(entry) = store.entry(approval_id).await.context("reading")? else {
+            return Ok(false);
+        };
+        let mut record: ApprovalRecord = Codec::MsgPack.decode(&entry.value).context("decoding")?;
+        if record.status != ApprovalStatus::Pending {
+            return Ok(false);
+        }
+        record.status = ApprovalStatus::Expired;
+        record.decided_by = Some(by.to_string());
+        record.reason = Some(reason.to_string());
+        let bytes = Bytes::from(Codec::MsgPack.encode(&record)?);
+        if store
+            .update(approval_id, bytes, entry.revision)
+            .await
+            .is_ok()
+        {
+            return Ok(true);
+        }
+    }
+    anyhow::bail!("the request kept changing")
+}
+
 fn decision(record: &ApprovalRecord) -> Option<ApprovalDecision> {
     let by = record.decided_by.as_deref().unwrap_or("someone");
     let why = record
@@ -89,7 +176,10 @@ fn decision(record: &ApprovalRecord) -> Option<ApprovalDecision> {
         ApprovalStatus::Approved => Some(ApprovalDecision::Approved),
         ApprovalStatus::Denied => Some(ApprovalDecision::denied(format!("denied by {by}{why}"))),
         ApprovalStatus::Expired => Some(ApprovalDecision::denied(
-            "no one answered the approval request in time",
+            record
+                .reason
+                .clone()
+                .unwrap_or_else(|| "no one answered the approval request in time".to_string()),
         )),
     }
 }
@@ -130,6 +220,18 @@ impl Approver for NatsApprover {
                 ));
             }
         };
+        let _open = record.swarm_id.clone().map(|swarm_id| {
+            if let Ok(mut map) = self.open.lock() {
+                map.entry(swarm_id.clone())
+                    .or_default()
+                    .insert(approval_id.clone());
+            }
+            Open {
+                open: self.open.clone(),
+                swarm_id,
+                approval_id: approval_id.clone(),
+            }
+        });
         info!(%approval_id, tool = %record.tool, "waiting for approval");
         self.announce(&record).await;
         let mut watch = match self.store.watch_with_history(&approval_id).await {

@@ -13,7 +13,7 @@ pub mod journal;
 pub mod memory;
 pub mod tools;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -113,6 +113,10 @@ struct Ctx {
     task_timeout: Duration,
     /// Per swarm, a flag its running tasks watch; set when the swarm is cancelled.
     cancels: std::sync::Mutex<HashMap<String, watch::Sender<bool>>>,
+    /// The approver, whose open requests a swarm's end closes.
+    approver: Arc<approvals::NatsApprover>,
+    /// Per swarm, the tasks whose questions wait for a person here.
+    questions: std::sync::Mutex<HashMap<String, HashSet<String>>>,
 }
 
 impl Ctx {
@@ -137,6 +141,34 @@ impl Ctx {
         }
     }
 
+    /// The tasks of `swarm_id` whose questions wait here.
+    fn open_questions(&self, swarm_id: &str) -> Vec<String> {
+        self.questions
+            .lock()
+            .map(|map| {
+                map.get(swarm_id)
+                    .map(|t| t.iter().cloned().collect())
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Notes that a task's question waits here (`open`) or no longer does.
+    fn question_open(&self, swarm_id: &str, task_id: &str, open: bool) {
+        if let Ok(mut map) = self.questions.lock() {
+            if open {
+                map.entry(swarm_id.to_string())
+                    .or_default()
+                    .insert(task_id.to_string());
+            } else if let Some(tasks) = map.get_mut(swarm_id) {
+                tasks.remove(task_id);
+                if tasks.is_empty() {
+                    map.remove(swarm_id);
+                }
+            }
+        }
+    }
+
     /// Forgets a swarm's flag once no task watches it (cancelled flags are kept).
     fn release(&self, swarm_id: &str) {
         if let Ok(mut map) = self.cancels.lock()
@@ -149,14 +181,36 @@ impl Ctx {
     }
 }
 
-/// Listens for control messages and cancels the tasks of cancelled swarms.
+/// Listens for control messages: a cancel (from a person, or from the
+/// manager when a swarm ends before its tasks do) stops the swarm's tasks
+/// and closes the approval requests and questions they wait on here.
 async fn watch_control(ctx: Arc<Ctx>, mut sub: async_nats::Subscriber) {
     while let Some(msg) = sub.next().await {
         if let Ok(env) = wire::decode::<Control>(msg.headers.as_ref(), &msg.payload)
-            && let Control::Cancel { .. } = env.body
+            && let Control::Cancel { reason } = env.body
         {
             info!(swarm_id = %env.swarm_id, "swarm cancelled; stopping its tasks");
+            // Taken before the tasks stop, as their waits leave the sets.
+            let approvals = ctx.approver.open_requests(&env.swarm_id);
+            let questions = ctx.open_questions(&env.swarm_id);
             ctx.cancel(&env.swarm_id);
+            if approvals.is_empty() && questions.is_empty() {
+                continue;
+            }
+            let ctx = ctx.clone();
+            // The manager's notice of an end says so itself ("the swarm
+            // ended TimedOut"); a person's cancel carries their reason.
+            let why = match reason.trim() {
+                "" => "the swarm was cancelled".to_string(),
+                r if r.starts_with("the swarm ended") => r.to_string(),
+                r => format!("the swarm was cancelled: {r}"),
+            };
+            tokio::spawn(async move {
+                ctx.approver.close(&approvals, &why).await;
+                for task_id in questions {
+                    close_question(&ctx, &env.swarm_id, &task_id, &why).await;
+                }
+            });
         }
     }
 }
@@ -194,17 +248,17 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
         .messages()
         .await
         .context("pulling assignments")?;
+    let approver = Arc::new(approvals::NatsApprover::new(
+        infra.approvals.clone(),
+        infra.js.clone(),
+        config.agent_id.clone(),
+        config.approval_wait,
+    ));
     let tools = {
         let memory: Arc<dyn MemoryStore> = Arc::new(memory::KvMemory::new(infra.memory.clone()));
-        let approver = approvals::NatsApprover::new(
-            infra.approvals.clone(),
-            infra.js.clone(),
-            config.agent_id.clone(),
-            config.approval_wait,
-        );
         let mut tools =
             ToolRegistry::with_config(root.clone(), &config.tool_args.tools_config(Some(memory)))
-                .with_approver(Arc::new(approver));
+                .with_approver(approver.clone());
         tools.register(typed(tools::Sleep));
         journal::journaled_tools(&tools)
     };
@@ -220,6 +274,8 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
         ack_wait: config.ack_wait,
         task_timeout: config.task_timeout,
         cancels: Default::default(),
+        approver,
+        questions: Default::default(),
     });
     let control = client
         .subscribe(subjects::control("*"))
@@ -632,6 +688,7 @@ async fn run_rounds(
             _ => return Ok((outcome, verdicts)),
         };
         ask(ctx, &env.swarm_id, &a.task_id, &question).await?;
+        let _open = OpenQuestion::new(ctx, &env.swarm_id, &a.task_id);
         progress(
             ctx,
             env,
@@ -675,6 +732,69 @@ async fn ask(ctx: &Ctx, swarm_id: &str, task_id: &str, question: &str) -> anyhow
     Ok(())
 }
 
+/// Keeps a task in the worker's open questions while it waits for an answer:
+/// however the wait ends (answered, closed, its task stopped), it leaves.
+struct OpenQuestion<'a> {
+    ctx: &'a Ctx,
+    swarm_id: &'a str,
+    task_id: &'a str,
+}
+
+impl<'a> OpenQuestion<'a> {
+    fn new(ctx: &'a Ctx, swarm_id: &'a str, task_id: &'a str) -> Self {
+        ctx.question_open(swarm_id, task_id, true);
+        OpenQuestion {
+            ctx,
+            swarm_id,
+            task_id,
+        }
+    }
+}
+
+impl Drop for OpenQuestion<'_> {
+    fn drop(&mut self) {
+        self.ctx.question_open(self.swarm_id, self.task_id, false);
+    }
+}
+
+/// Closes a question that is still unanswered, with `reason`
+/// (compare-and-swap: an answer given meanwhile stands).
+async fn close_question(ctx: &Ctx, swarm_id: &str, task_id: &str, reason: &str) {
+    let key = format!("{swarm_id}.{task_id}");
+    for _ in 0..8 {
+        let entry = match ctx.infra.inputs.entry(&key).await {
+            Ok(Some(entry)) => entry,
+            Ok(None) => return,
+            Err(e) => {
+                warn!(%swarm_id, %task_id, error = %e, "cannot read the question to close it");
+                return;
+            }
+        };
+        let Ok(mut record) = swarm_common::Codec::MsgPack.decode::<InputRecord>(&entry.value)
+        else {
+            return;
+        };
+        if record.answer.is_some() || record.closed.is_some() {
+            return;
+        }
+        record.closed = Some(reason.to_string());
+        let Ok(bytes) = swarm_common::Codec::MsgPack.encode(&record) else {
+            return;
+        };
+        if ctx
+            .infra
+            .inputs
+            .update(&key, bytes.into(), entry.revision)
+            .await
+            .is_ok()
+        {
+            info!(%swarm_id, %task_id, reason, "question closed");
+            return;
+        }
+    }
+    warn!(%swarm_id, %task_id, "the question kept changing; left open");
+}
+
 /// Waits for the answer to the question stored by [`ask`].
 async fn wait_for_answer(
     ctx: &Ctx,
@@ -691,11 +811,17 @@ async fn wait_for_answer(
         .context("waiting for the answer")?;
     while let Some(entry) = watch.next().await {
         let entry = entry.context("waiting for the answer")?;
-        if let Ok(r) = swarm_common::Codec::MsgPack.decode::<InputRecord>(&entry.value)
-            && r.question == question
-            && let Some(answer) = r.answer
-        {
+        let Ok(r) = swarm_common::Codec::MsgPack.decode::<InputRecord>(&entry.value) else {
+            continue;
+        };
+        if r.question != question {
+            continue;
+        }
+        if let Some(answer) = r.answer {
             return Ok(answer);
+        }
+        if let Some(why) = r.closed {
+            anyhow::bail!("the question was closed: {why}");
         }
     }
     anyhow::bail!("the wait for an answer ended without one")

@@ -208,7 +208,7 @@ async fn offline_works_on_the_context_when_the_task_refers_to_it() {
 }
 
 #[tokio::test]
-async fn offline_measures_the_task_when_nothing_matches() {
+async fn offline_gives_up_when_nothing_matches() {
     let (_dir, tools) = workspace();
     let outcome = run_task(
         &OfflineProvider::new(),
@@ -217,44 +217,42 @@ async fn offline_measures_the_task_when_nothing_matches() {
         None,
     )
     .await;
-    assert_eq!(outcome.status, TaskStatus::Completed);
+    assert_eq!(outcome.status, TaskStatus::Failed);
+    assert_eq!(outcome.result, "");
+    let error = outcome.error.clone().unwrap();
+    assert_eq!(error.code, ErrorCode::GaveUp);
+    assert!(!error.retriable);
     assert!(
-        outcome
-            .result
-            .starts_with("[offline provider] No tool matched this request offline")
-    );
-    assert!(outcome.result.contains("not a language model"));
-    assert!(
-        outcome
-            .result
-            .contains("count of the task text: 5 words, 1 lines, 25 characters, 25 bytes")
-    );
-    assert!(outcome.result.contains("sha256 of the task text: "));
-    assert_eq!(metric(&outcome, "tool_calls"), 2.0);
-}
-
-#[tokio::test]
-async fn offline_measures_the_files_a_task_names_when_it_cannot_do_it() {
-    let (_dir, tools) = workspace();
-    let outcome = run_task(
-        &OfflineProvider::new(),
-        &tools,
-        &task("Summarise notes.txt"),
-        None,
-    )
-    .await;
-    assert_eq!(outcome.status, TaskStatus::Completed);
-    assert!(
-        outcome
-            .result
-            .contains("Instead it measured notes.txt:\n- count of notes.txt: 9 words"),
+        error.message.starts_with(
+            "the agent gave up: [offline provider] no tool matched this request offline"
+        ),
         "{}",
-        outcome.result
+        error.message
+    );
+    assert!(error.message.contains("not a language model"));
+    // It did no make-believe work on the way.
+    assert_eq!(metric(&outcome, "tool_calls"), 1.0);
+    assert_eq!(outcome.steps[0].tool.as_deref(), Some(GIVE_UP));
+}
+
+#[tokio::test]
+async fn offline_gives_up_on_a_request_it_can_only_half_do() {
+    let (_dir, tools) = workspace();
+    let mut t = task("count the words in notes.txt and compute 6*7");
+    t.persona = persona(&["count"]);
+    let outcome = run_task(&OfflineProvider::new(), &tools, &t, None).await;
+    assert_eq!(outcome.status, TaskStatus::Failed);
+    let error = outcome.error.unwrap();
+    assert_eq!(error.code, ErrorCode::GaveUp);
+    assert!(
+        error.message.contains("`calc`") && error.message.contains("not offered"),
+        "{}",
+        error.message
     );
 }
 
 #[tokio::test]
-async fn offline_reports_tool_errors_honestly() {
+async fn a_refused_path_fails_the_task_with_the_tools_reason() {
     let (_dir, tools) = workspace();
     let outcome = run_task(
         &OfflineProvider::new(),
@@ -263,15 +261,40 @@ async fn offline_reports_tool_errors_honestly() {
         None,
     )
     .await;
-    assert_eq!(outcome.status, TaskStatus::Completed);
-    assert_eq!(metric(&outcome, "tool_errors"), 1.0);
+    assert_eq!(outcome.status, TaskStatus::Failed);
+    assert_eq!(
+        metric(&outcome, "tool_errors"),
+        2.0,
+        "the read, then giving up"
+    );
     assert!(outcome.steps[0].is_error);
+    let error = outcome.error.clone().unwrap();
+    assert_eq!(error.code, ErrorCode::GaveUp);
     assert!(
-        outcome
-            .result
-            .starts_with("[offline provider] `read_file` on ../../etc/passwd failed: refused:"),
+        error
+            .message
+            .contains("`read_file` on ../../etc/passwd failed: refused:"),
         "{}",
-        outcome.result
+        error.message
+    );
+}
+
+#[tokio::test]
+async fn a_missing_file_fails_the_task() {
+    let (_dir, tools) = workspace();
+    let outcome = run_task(
+        &OfflineProvider::new(),
+        &tools,
+        &task("Count the words in NOPE.md"),
+        None,
+    )
+    .await;
+    assert_eq!(outcome.status, TaskStatus::Failed);
+    let error = outcome.error.unwrap();
+    assert!(
+        error.message.contains("`count` on NOPE.md failed: NOPE.md"),
+        "{}",
+        error.message
     );
 }
 
@@ -414,8 +437,20 @@ async fn tool_errors_are_fed_back_and_the_loop_goes_on() {
     let mut t = task("anything");
     t.persona = persona(&["calc", "echo"]);
     let outcome = run_task(&provider, &tools, &t, None).await;
-    assert_eq!(outcome.status, TaskStatus::Completed);
-    assert_eq!(outcome.result, "done");
+    // The loop went on after the errors, but an answer does not make them
+    // good: the first call that failed is the task's failure.
+    assert_eq!(outcome.status, TaskStatus::Failed);
+    assert_eq!(outcome.result, "");
+    let error = outcome.error.clone().unwrap();
+    assert_eq!(error.code, ErrorCode::ToolFailed);
+    assert!(
+        error
+            .message
+            .starts_with("tool \"calc\" failed: calc: division by zero")
+            && error.message.ends_with("(step 1)"),
+        "{}",
+        error.message
+    );
     assert_eq!(outcome.provider, "scripted");
     assert_eq!(metric(&outcome, "tool_calls"), 3.0);
     assert_eq!(metric(&outcome, "tool_errors"), 2.0);
@@ -425,7 +460,13 @@ async fn tool_errors_are_fed_back_and_the_loop_goes_on() {
     let offered: Vec<_> = requests[0].tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(
         offered,
-        ["calc", "echo", "report_progress", "return_result"]
+        [
+            "calc",
+            "echo",
+            "report_progress",
+            "return_result",
+            "give_up"
+        ]
     );
     assert_eq!(
         requests[0].messages[0].content,
@@ -446,6 +487,37 @@ async fn tool_errors_are_fed_back_and_the_loop_goes_on() {
     );
     assert!(results[1].1.starts_with("ERROR: refused:"), "{results:?}");
     assert_eq!(results[2], ("c2".to_string(), "hi".to_string()));
+}
+
+#[tokio::test]
+async fn a_tool_error_made_good_by_a_later_call_of_the_same_tool_does_not_fail_the_task() {
+    let (_dir, tools) = workspace();
+    let provider = Scripted::new(vec![
+        Scripted::calls(&[("read_file", json!({"path": "nope.txt"}))]),
+        Scripted::calls(&[("read_file", json!({"path": "notes.txt"}))]),
+        Scripted::answer("the fox"),
+    ]);
+    let outcome = run_task(&provider, &tools, &task("read the notes"), None).await;
+    assert_eq!(outcome.status, TaskStatus::Completed, "{:?}", outcome.error);
+    assert_eq!(outcome.result, "the fox");
+    assert_eq!(metric(&outcome, "tool_errors"), 1.0);
+}
+
+#[tokio::test]
+async fn an_agent_that_gives_up_fails_the_task_with_its_reason() {
+    let (_dir, tools) = workspace();
+    let provider = Scripted::new(vec![Scripted::calls(&[(
+        GIVE_UP,
+        json!({"reason": "the repository has no such report"}),
+    )])]);
+    let outcome = run_task(&provider, &tools, &task("summarise the report"), None).await;
+    assert_eq!(outcome.status, TaskStatus::Failed);
+    let error = outcome.error.unwrap();
+    assert_eq!(error.code, ErrorCode::GaveUp);
+    assert_eq!(
+        error.message,
+        "the agent gave up: the repository has no such report"
+    );
 }
 
 #[tokio::test]

@@ -4,6 +4,11 @@
 //! time, and composes its answer from their actual outputs, saying that it
 //! comes from the offline provider.
 //!
+//! It gives up (the synthetic `give_up` tool, so the task fails with the
+//! reason) rather than answer when it cannot do all of what was asked: no
+//! request it recognises, a request whose tool is not offered, or a tool call
+//! that failed. A reply about a failure is not a result.
+//!
 //! It keeps no state between calls: every decision is made again from the
 //! conversation, so the same conversation always gets the same reply. Its
 //! tool calls have ids `offline-1`, `offline-2`, ... in plan order, and a call
@@ -20,6 +25,7 @@ use super::{
 };
 use crate::intent::{self, Intent, Target};
 use crate::prompt::{ParsedTask, parse_task_message};
+use swarm_common::outcome::GIVE_UP;
 
 /// What every text the offline provider writes starts with.
 pub const OFFLINE_TAG: &str = "[offline provider]";
@@ -111,9 +117,6 @@ struct PlannedCall {
 struct Plan {
     calls: Vec<PlannedCall>,
     notes: Vec<String>,
-    /// No call could be planned for the task's requests: the calls measure
-    /// the text instead.
-    fallback: bool,
     /// Some request was recognised (even if its tool is not offered).
     recognised: bool,
 }
@@ -178,33 +181,6 @@ fn plan(task: &ParsedTask, offered: &BTreeSet<&str>) -> Plan {
             plan.calls.push(call);
         }
     }
-    if plan.calls.is_empty() {
-        // Honest work even so: measure what the task names (its files, the
-        // earlier results it refers to, or else its own text).
-        plan.fallback = true;
-        let files = intent::path_tokens(instruction);
-        let subjects: Vec<(serde_json::Value, String)> = if !files.is_empty() {
-            files
-                .into_iter()
-                .map(|p| (json!({ "path": p }), p))
-                .collect()
-        } else if intent::refers_to_context(instruction) && !task.context.is_empty() {
-            vec![(json!({ "text": context }), CONTEXT_TEXT.to_string())]
-        } else {
-            vec![(json!({ "text": instruction }), TASK_TEXT.to_string())]
-        };
-        for (arguments, subject) in subjects.into_iter().take(MAX_CALLS / 2) {
-            for tool in ["count", "checksum"] {
-                if offered.contains(tool) {
-                    plan.calls.push(PlannedCall {
-                        tool,
-                        arguments: arguments.clone(),
-                        subject: subject.clone(),
-                    });
-                }
-            }
-        }
-    }
     plan
 }
 
@@ -257,6 +233,20 @@ fn decide(request: &CompletionRequest) -> CompletionResponse {
             finish_reason: Some("tool_calls".to_string()),
         };
     }
+    if let Some(reason) = shortfall(&conversation, &plan)
+        && offered.contains(GIVE_UP)
+    {
+        return CompletionResponse {
+            content: format!("{OFFLINE_TAG} giving up: {reason}"),
+            tool_calls: vec![ToolCall {
+                id: "offline-give-up".to_string(),
+                name: GIVE_UP.to_string(),
+                arguments: json!({ "reason": format!("{OFFLINE_TAG} {reason}") }),
+            }],
+            usage: Usage::default(),
+            finish_reason: Some("tool_calls".to_string()),
+        };
+    }
     let answer = compose(&conversation, &plan);
     CompletionResponse {
         content: apply_feedback(answer, &conversation.feedback),
@@ -264,6 +254,33 @@ fn decide(request: &CompletionRequest) -> CompletionResponse {
         usage: Usage::default(),
         finish_reason: Some("stop".to_string()),
     }
+}
+
+/// What of the task could not be done, if anything: no request recognised,
+/// a request whose tool is not offered, a tool call that failed.
+fn shortfall(conversation: &Conversation, plan: &Plan) -> Option<String> {
+    if plan.calls.is_empty() && !plan.recognised {
+        return Some(
+            "no tool matched this request offline. The offline provider is a rule-based \
+             agent, not a language model: it recognises arithmetic, counting, checksums, \
+             listing, searching, reading and echoing; a model provider (openai, anthropic) \
+             can do the rest."
+                .to_string(),
+        );
+    }
+    let mut reasons: Vec<String> = plan
+        .calls
+        .iter()
+        .enumerate()
+        .filter_map(|(i, call)| {
+            let output = conversation.results.get(&call_id(i))?;
+            output
+                .starts_with(TOOL_ERROR_PREFIX)
+                .then(|| describe(call, output))
+        })
+        .collect();
+    reasons.extend(plan.notes.iter().cloned());
+    (!reasons.is_empty()).then(|| reasons.join("; "))
 }
 
 /// One line (or block) of the answer for one call and its output.
@@ -274,6 +291,7 @@ fn describe(call: &PlannedCall, output: &str) -> String {
         } else {
             format!(" on {}", call.subject)
         };
+        let error = error.strip_prefix("failed: ").unwrap_or(error);
         return format!("`{}`{on} failed: {error}", call.tool);
     }
     match call.tool {
@@ -316,48 +334,12 @@ fn compose(conversation: &Conversation, plan: &Plan) -> String {
         })
         .collect();
     let mut answer = String::from(OFFLINE_TAG);
-    if plan.fallback {
-        if plan.recognised {
-            answer.push_str(" The tools this task needs could not be used (see the notes).");
-        } else {
-            answer.push_str(
-                " No tool matched this request offline. The offline provider is a rule-based \
-                 agent, not a language model: it recognises arithmetic, counting, checksums, \
-                 listing, searching, reading and echoing.",
-            );
-        }
-        if lines.is_empty() {
-            answer.push_str(" No measuring tool is offered to this persona, so nothing was done.");
-        } else {
-            let mut subjects: Vec<&str> = Vec::new();
-            for call in &plan.calls {
-                if !subjects.contains(&call.subject.as_str()) {
-                    subjects.push(&call.subject);
-                }
-            }
-            answer.push_str(" Instead it measured ");
-            answer.push_str(&subjects.join(", "));
-            answer.push(':');
-        }
-        for line in &lines {
-            answer.push_str("\n- ");
-            answer.push_str(line);
-        }
-        if plan
-            .calls
-            .first()
-            .is_some_and(|c| c.subject == CONTEXT_TEXT)
-        {
-            answer.push_str("\nEarlier results received:");
-            for c in &conversation.task.context {
-                answer.push_str(&format!(
-                    "\n- {} ({}): {} bytes",
-                    c.task_id,
-                    c.title,
-                    c.result.len()
-                ));
-            }
-        }
+    if plan.calls.is_empty() {
+        // Only where `give_up` is not offered: say plainly nothing was done.
+        answer.push_str(
+            " Nothing was done: no tool this persona is offered matches the request. The \
+             offline provider is a rule-based agent, not a language model.",
+        );
     } else if lines.len() == 1 && plan.notes.is_empty() {
         answer.push(' ');
         answer.push_str(&lines[0]);
