@@ -647,26 +647,37 @@ async fn over_budget(field: &str, limit: Value) {
 
 // ---------------------------------------------------------------- approvals
 
+/// Waits for an approval request that `found` accepts (pending ones only
+/// unless `all`), failing with `what` after [`WAIT`].
+async fn approval_where(
+    nc: &async_nats::Client,
+    all: bool,
+    what: &str,
+    found: impl Fn(&swarm_common::approval::ApprovalRecord) -> bool,
+) -> swarm_common::approval::ApprovalRecord {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let listed = swarm_cli::client::approvals(nc, all).await.unwrap();
+        if let Some(r) = listed.into_iter().find(&found) {
+            return r;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Waits for a pending approval whose arguments mention `marker`.
 async fn pending_approval(
     nc: &async_nats::Client,
     marker: &str,
 ) -> swarm_common::approval::ApprovalRecord {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let pending = swarm_cli::client::approvals(nc, false).await.unwrap();
-        if let Some(r) = pending
-            .into_iter()
-            .find(|r| r.arguments.to_string().contains(marker))
-        {
-            return r;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no pending approval mentioning {marker}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    approval_where(
+        nc,
+        false,
+        &format!("pending approval mentioning {marker}"),
+        |r| r.arguments.to_string().contains(marker),
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -775,26 +786,15 @@ async fn a_shell_call_waits_for_approval_and_a_denied_one_tells_the_model() {
     assert_eq!(task_b.revisions, 1);
 }
 
-/// The approval request's record, read again until `done` says it is settled.
-async fn approval_record(
+/// The approval request `approval_id` once it is no longer pending.
+async fn decided_approval(
     nc: &async_nats::Client,
     approval_id: &str,
-    done: impl Fn(&swarm_common::approval::ApprovalRecord) -> bool,
 ) -> swarm_common::approval::ApprovalRecord {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let all = swarm_cli::client::approvals(nc, true).await.unwrap();
-        if let Some(r) = all.into_iter().find(|r| r.approval_id == approval_id)
-            && done(&r)
-        {
-            return r;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "approval {approval_id} never settled"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    approval_where(nc, true, &format!("decision on {approval_id}"), |r| {
+        r.approval_id == approval_id && r.status != swarm_common::approval::ApprovalStatus::Pending
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -827,10 +827,7 @@ async fn a_swarm_that_ends_closes_its_pending_approvals() {
         .unwrap();
     let cancelled = report(&cluster, &llm, &nc, &id).await;
     assert_eq!(cancelled.overall_status, SwarmStatus::Cancelled);
-    let closed = approval_record(&nc, &pending.approval_id, |r| {
-        r.status != ApprovalStatus::Pending
-    })
-    .await;
+    let closed = decided_approval(&nc, &pending.approval_id).await;
     assert_eq!(closed.status, ApprovalStatus::Expired);
     assert_eq!(
         closed.reason.as_deref(),
@@ -854,10 +851,7 @@ async fn a_swarm_that_ends_closes_its_pending_approvals() {
     };
     let timed_out = report(&cluster, &llm, &nc, &id).await;
     assert_eq!(timed_out.overall_status, SwarmStatus::TimedOut);
-    let closed = approval_record(&nc, &pending.approval_id, |r| {
-        r.status != ApprovalStatus::Pending
-    })
-    .await;
+    let closed = decided_approval(&nc, &pending.approval_id).await;
     assert_eq!(closed.status, ApprovalStatus::Expired);
     assert_eq!(closed.reason.as_deref(), Some("the swarm ended TimedOut"));
 }
