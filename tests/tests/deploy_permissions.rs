@@ -160,6 +160,8 @@ async fn each_role_does_its_part_and_nothing_else() {
     assert!(swarms.get("s1").await.unwrap().is_some());
     manager.stored(&subjects::work("general", "s1", "t1")).await;
     manager.stored(&subjects::progress("s1", "t1")).await;
+    // A passed deadline, and the notice that a swarm ended early.
+    manager.stored(&subjects::control("s1")).await;
     manager.clean();
 
     // The worker pulls its pool's work, reports progress and results.
@@ -275,9 +277,9 @@ async fn each_role_does_its_part_and_nothing_else() {
     // Nothing refused was stored.
     let mut a2ap = client.js().get_stream(subjects::A2AP_STREAM).await.unwrap();
     let stored = a2ap.info().await.unwrap().state.messages;
-    // deploy, work, progress x2, result, error, control
+    // deploy, work, progress x2, result, error, control x2
     assert_eq!(
-        stored, 7,
+        stored, 8,
         "only the allowed messages are in the A2AP stream"
     );
 }
