@@ -1,5 +1,12 @@
 //! Final reports out: each `FinalReport` becomes a self-contained HTML page,
 //! stored in the `reports` object store and written to the reports folder.
+//!
+//! A page is written only inside the folder, under a name made of the
+//! swarm's id (a token: [`swarm_common::subjects::Subject::parse`] refuses
+//! any other), and never replaces a rendered one: once a mission's record
+//! says its report is out, a second report for it is acknowledged and
+//! dropped, and a report of a swarm with no record does not overwrite a
+//! page that is already there.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -32,7 +39,14 @@ impl Reporter {
     pub async fn handle(&self, msg: jetstream::Message) {
         let swarm_id = match Subject::parse(&msg.subject) {
             Some(Subject::Report { swarm_id }) => swarm_id.to_string(),
-            _ => String::new(),
+            _ => {
+                let e = swarm_common::ErrorBody::new(
+                    swarm_common::ErrorCode::ValidationFailed,
+                    "a report's subject must be a2ap.<swarm id>.report, the id letters, digits, '-' or '_'",
+                );
+                self.reject(&msg, e).await;
+                return;
+            }
         };
         let envelope = match wire::decode::<FinalReport>(msg.headers.as_ref(), &msg.payload) {
             Ok(env) if env.swarm_id == swarm_id => env,
@@ -53,8 +67,12 @@ impl Reporter {
             }
         };
         match self.render(&swarm_id, &envelope.body).await {
-            Ok(path) => {
+            Ok(Some(path)) => {
                 info!(%swarm_id, overall_status = ?envelope.body.overall_status, path = %path.display(), "report rendered");
+                let _ = msg.ack().await;
+            }
+            Ok(None) => {
+                warn!(%swarm_id, "a report for a swarm whose report is already rendered; kept as it was");
                 let _ = msg.ack().await;
             }
             Err(e) => {
@@ -70,9 +88,18 @@ impl Reporter {
         wire::reject(&self.infra.js, "boss", msg, e, &self.agent_id).await;
     }
 
-    async fn render(&self, swarm_id: &str, final_report: &FinalReport) -> anyhow::Result<PathBuf> {
+    /// Renders and stores the page; `None` when the swarm's report was
+    /// rendered before (a duplicate or a forgery: the first one stands).
+    async fn render(
+        &self,
+        swarm_id: &str,
+        final_report: &FinalReport,
+    ) -> anyhow::Result<Option<PathBuf>> {
         let loaded = records::load(&self.infra.missions, swarm_id).await?;
         let record = loaded.as_ref().map(|(r, _)| r);
+        if record.is_some_and(|r| r.report_object.is_some()) {
+            return Ok(None);
+        }
         // Rendered and written here, on the reports thread itself: it has a
         // runtime of its own at a lower priority (see `reports_thread`), so
         // CPU and file work hold up nothing but other reports, and a hand-off
@@ -86,7 +113,9 @@ impl Reporter {
             rendered_by: &self.agent_id,
         })?;
         let name = object_name(swarm_id);
-        let path = write_page(&self.reports_dir, &name, &html)?;
+        let Some(path) = write_page(&self.reports_dir, &name, &html, loaded.is_some())? else {
+            return Ok(None);
+        };
         self.infra
             .reports
             .put(name.as_str(), &mut html.as_bytes())
@@ -107,17 +136,56 @@ impl Reporter {
         let seconds =
             accepted_at.map(|at| (chrono::Utc::now() - at).num_milliseconds() as f64 / 1000.0);
         swarm_runtime::metrics::mission_reported(&format!("{status:?}").to_lowercase(), seconds);
-        Ok(path)
+        Ok(Some(path))
     }
 }
 
 /// Writes a report page into `dir` as `name` (through a temporary file, so a
-/// reader never sees half a page) and returns its full path.
-fn write_page(dir: &std::path::Path, name: &str, html: &str) -> anyhow::Result<PathBuf> {
+/// reader never sees half a page) and returns its full path. `name` must be
+/// one plain file name; without a mission record (`recorded` false) a page
+/// already there is kept and `None` returned.
+fn write_page(
+    dir: &std::path::Path,
+    name: &str,
+    html: &str,
+    recorded: bool,
+) -> anyhow::Result<Option<PathBuf>> {
+    let stem = name.strip_suffix(".html").unwrap_or_default();
+    anyhow::ensure!(
+        swarm_common::subjects::is_token(stem),
+        "{name:?} is not a report file name"
+    );
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = dir.join(name);
+    if !recorded && path.exists() {
+        return Ok(None);
+    }
     let tmp = dir.join(format!(".{name}.tmp"));
     std::fs::write(&tmp, html.as_bytes()).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).context("placing the report file")?;
-    Ok(std::fs::canonicalize(&path).unwrap_or(path))
+    Ok(Some(std::fs::canonicalize(&path).unwrap_or(path)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_stay_in_their_folder_and_do_not_replace_an_unrecorded_one() {
+        let dir = tempfile::tempdir().unwrap();
+        for bad in ["../x.html", "/tmp/x.html", "a/b.html", ".html", "x.txt"] {
+            assert!(write_page(dir.path(), bad, "<p>", true).is_err(), "{bad}");
+        }
+        let first = write_page(dir.path(), "s1.html", "first", false).unwrap();
+        assert!(first.is_some());
+        assert_eq!(
+            write_page(dir.path(), "s1.html", "forged", false).unwrap(),
+            None
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("s1.html")).unwrap(),
+            "first"
+        );
+        assert!(std::fs::read_dir(dir.path()).unwrap().count() == 1);
+    }
 }

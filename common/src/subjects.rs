@@ -122,7 +122,7 @@ pub fn swarm_events(swarm_id: &str) -> String {
 }
 
 /// A parsed A2AP subject.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Subject<'a> {
     /// `a2ap.<swarm>.deploy`
     Deploy {
@@ -170,8 +170,27 @@ pub enum Subject<'a> {
 }
 
 impl<'a> Subject<'a> {
-    /// Parses an A2AP subject; `None` for anything else.
+    /// Parses an A2AP subject; `None` for anything else, and for a subject
+    /// whose swarm, task or pool is not a token ([`is_token`]): ids taken
+    /// from subjects become KV keys and file names, so this is the one
+    /// place they are checked (`/` is legal in a subject, not in an id).
     pub fn parse(subject: &'a str) -> Option<Subject<'a>> {
+        let parsed = Self::parse_shape(subject)?;
+        let ids_ok = match parsed {
+            Subject::Work {
+                pool,
+                swarm_id,
+                task_id,
+            } => is_token(pool) && is_token(swarm_id) && is_token(task_id),
+            Subject::Progress { swarm_id, task_id } | Subject::Result { swarm_id, task_id } => {
+                is_token(swarm_id) && is_token(task_id)
+            }
+            other => is_token(other.swarm_id()),
+        };
+        ids_ok.then_some(parsed)
+    }
+
+    fn parse_shape(subject: &'a str) -> Option<Subject<'a>> {
         let parts: Vec<&str> = subject.split('.').collect();
         match parts.as_slice() {
             ["a2ap", "work", pool, swarm_id, task_id] => Some(Subject::Work {
@@ -336,6 +355,11 @@ mod tests {
             Some(Subject::Report { swarm_id: "s" })
         );
         assert_eq!(Subject::parse("a2ap.s.unknown"), None);
+        // Ids that would be paths, or that no id can be, are refused here.
+        assert_eq!(Subject::parse("a2ap./tmp/evil.report"), None);
+        assert_eq!(Subject::parse("a2ap.s.result.../x"), None);
+        assert_eq!(Subject::parse("a2ap.work.general.s.t/u"), None);
+        assert_eq!(Subject::parse("a2ap.*.report"), None);
         assert_eq!(Subject::parse(MISSIONS), None);
     }
 

@@ -125,7 +125,15 @@ struct Ctx {
     a2ap: jetstream::stream::Stream,
     agent_id: String,
     report_budget: usize,
+    /// Bounds the look-ups of control messages for swarms with no actor
+    /// here (see [`check_control`]).
+    control_checks: Arc<tokio::sync::Semaphore>,
+    /// Control messages found to concern a live swarm, back to the loop.
+    reroute: mpsc::UnboundedSender<jetstream::Message>,
 }
+
+/// Look-ups of control messages that may run at once.
+const CONTROL_CHECKS: usize = 32;
 
 /// Runs a manager replica until `shutdown` resolves, then finishes in-flight
 /// events within the drain timeout and drains the connection.
@@ -163,7 +171,10 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
             .messages()
     };
     let mut messages = pull().await.context("pulling manager events")?;
+    let (reroute, mut rerouted) = mpsc::unbounded_channel();
     let ctx = Arc::new(Ctx {
+        control_checks: Arc::new(tokio::sync::Semaphore::new(CONTROL_CHECKS)),
+        reroute,
         ack_wait: config.ack_wait,
         reviewer: config.reviewer.clone(),
         gate_options: config.gate_options.clone(),
@@ -185,6 +196,9 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
+            Some(msg) = rerouted.recv() => {
+                route(&ctx, &mut actors, &mut running, msg, config.max_swarms, true).await
+            }
             Some(done) = running.join_next(), if !running.is_empty() => {
                 if let Ok(swarm_id) = done {
                     let swarm_id: String = swarm_id;
@@ -216,7 +230,7 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
                         pin = Some(id.to_owned());
                         ctx.pin_epoch.fetch_add(1, Ordering::SeqCst);
                     }
-                    route(&ctx, &mut actors, &mut running, msg, config.max_swarms).await
+                    route(&ctx, &mut actors, &mut running, msg, config.max_swarms, false).await
                 }
             }
         }
@@ -257,12 +271,18 @@ fn manager_consumer_config(config: &ManagerConfig) -> pull::Config {
     }
 }
 
+/// Hands a message to its swarm's actor, starting one if needed. A control
+/// message for a swarm with no actor here is first looked up off the loop
+/// (`checked` once it was): one for a swarm that does not exist or has
+/// ended changes nothing and takes no actor slot, so a flood of them does
+/// not hold up the swarms that are running.
 async fn route(
     ctx: &Arc<Ctx>,
     actors: &mut HashMap<String, mpsc::UnboundedSender<jetstream::Message>>,
     running: &mut JoinSet<String>,
     msg: jetstream::Message,
     max_swarms: usize,
+    checked: bool,
 ) {
     let swarm_id = match Subject::parse(&msg.subject) {
         Some(s) if subjects::is_token(s.swarm_id()) => s.swarm_id().to_string(),
@@ -281,6 +301,10 @@ async fn route(
             Ok(()) => return,
             Err(mpsc::error::SendError(m)) => msg = m,
         }
+    }
+    if !checked && matches!(Subject::parse(&msg.subject), Some(Subject::Control { .. })) {
+        tokio::spawn(check_control(ctx.clone(), swarm_id, msg));
+        return;
     }
     if running.len() >= max_swarms {
         // At capacity: a new swarm goes back to the stream, for a replica
@@ -655,6 +679,38 @@ enum Incoming {
     Deploy(SwarmDeployment),
     Event(Event),
     Ignore,
+}
+
+/// Looks up the swarm of a control message that has no actor here: a live
+/// swarm's goes back to the loop for its actor; one for a swarm that has
+/// ended is acked (a cancel or expiry changes nothing there), one for a
+/// swarm that was never deployed is terminated. A failed look-up leaves the
+/// decision to the actor, as before.
+async fn check_control(ctx: Arc<Ctx>, swarm_id: String, msg: jetstream::Message) {
+    let Ok(_permit) = ctx.control_checks.clone().acquire_owned().await else {
+        return;
+    };
+    let found = match load(&ctx, &swarm_id).await {
+        Ok(Some(c)) => Ok(Some(c.state.status)),
+        Ok(None) => recent_deployment(&ctx, &swarm_id)
+            .await
+            .map(|d| d.map(|_| swarm_common::SwarmStatus::Running)),
+        Err(e) => Err(e),
+    };
+    match found {
+        Ok(Some(status)) if status.is_terminal() => {
+            debug!(%swarm_id, ?status, "a control message for a swarm that has ended; dropped");
+            let _ = msg.ack().await;
+        }
+        Ok(None) => {
+            debug!(%swarm_id, "a control message for a swarm that does not exist; dropped");
+            swarm_runtime::metrics::dropped_control();
+            let _ = msg.ack_with(AckKind::Term).await;
+        }
+        Ok(Some(_)) | Err(_) => {
+            let _ = ctx.reroute.send(msg);
+        }
+    }
 }
 
 fn decode(swarm_id: &str, msg: &jetstream::Message) -> Result<Incoming, ErrorBody> {

@@ -12,6 +12,7 @@
 //! | `swarm_redeliveries_total` | counter | `consumer` | JetStream messages delivered more than once |
 //! | `swarm_takeovers_total` | counter | `kind` | work taken over from another (dead or slow) replica |
 //! | `swarm_llm_tokens_total` | counter | `provider`, `kind` | LLM tokens, `kind` is `prompt` or `completion` |
+//! | `swarm_control_dropped_total` | counter | | control messages for swarms that were never deployed, dropped by a manager |
 //! | `swarm_build_info` | gauge | `version` | always 1 |
 //!
 //! Every series also carries the label `role` (`boss`, `manager`, `worker`).
@@ -41,6 +42,8 @@ pub const REDELIVERIES_TOTAL: &str = "swarm_redeliveries_total";
 pub const TAKEOVERS_TOTAL: &str = "swarm_takeovers_total";
 /// LLM tokens used.
 pub const LLM_TOKENS_TOTAL: &str = "swarm_llm_tokens_total";
+/// Control messages for swarms that do not exist, dropped.
+pub const CONTROL_DROPPED_TOTAL: &str = "swarm_control_dropped_total";
 /// Build information (always 1).
 pub const BUILD_INFO: &str = "swarm_build_info";
 
@@ -161,6 +164,11 @@ pub fn task_finished(status: &'static str, seconds: f64) {
 /// (its delivery count is above 1).
 pub fn redelivered(consumer: &str) {
     counter!(REDELIVERIES_TOTAL, "consumer" => consumer.to_owned()).increment(1);
+}
+
+/// A control message for a swarm that was never deployed was dropped.
+pub fn dropped_control() {
+    counter!(CONTROL_DROPPED_TOTAL).increment(1);
 }
 
 /// This replica took over work of `kind` (`task`, `swarm`, ...) from
