@@ -13,13 +13,15 @@ use bytes::Bytes;
 use futures::StreamExt;
 use swarm_common::{
     Codec, Control, Envelope, ErrorMessage, FinalReport, ProgressUpdate, ResultSubmission,
-    SwarmState,
+    SwarmDeployment, SwarmState, SwarmStatus,
     approval::{ApprovalRecord, ApprovalStatus, InputRecord},
     headers as h,
-    mission::{MissionErrorReply, MissionRecord, MissionReply, MissionRequest},
+    mission::{MissionErrorReply, MissionRecord, MissionReply, MissionRequest, MissionStatus},
     subjects::{self, Subject},
 };
 use tokio::io::AsyncReadExt;
+
+use crate::exit::{Exit, fail};
 
 /// Submits a mission to `boss.missions` as JSON and returns the boss's answer.
 pub async fn submit(
@@ -36,23 +38,31 @@ pub async fn submit(
     )
     .await
     .map_err(|_| {
-        anyhow::anyhow!(
-            "no boss answered on {} within {timeout:?}",
-            subjects::MISSIONS
+        fail(
+            Exit::Unreachable,
+            format!(
+                "no boss answered on {} within {timeout:?}",
+                subjects::MISSIONS
+            ),
         )
     })?
     .map_err(|e| {
-        anyhow::anyhow!(
-            "no boss answered on {}: {e} (is a boss running?)",
-            subjects::MISSIONS
+        fail(
+            Exit::Unreachable,
+            format!(
+                "no boss answered on {}: {e} (is a boss running?)",
+                subjects::MISSIONS
+            ),
         )
     })?;
     if let Ok(err) = Codec::Json.decode::<MissionErrorReply>(&reply.payload) {
-        bail!(
-            "mission refused: {} ({})",
-            err.error.message,
-            err.error.code
-        );
+        return Err(fail(
+            Exit::Error,
+            format!(
+                "mission refused: {} ({})",
+                err.error.message, err.error.code
+            ),
+        ));
     }
     Codec::Json
         .decode::<MissionReply>(&reply.payload)
@@ -62,6 +72,11 @@ pub async fn submit(
 /// One thing that happened to a swarm, as a watcher sees it.
 #[derive(Debug, Clone)]
 pub enum Update {
+    /// The swarm was deployed with these tasks (ids, in plan order).
+    Deployed {
+        /// The tasks' ids.
+        tasks: Vec<String>,
+    },
     /// A task's progress.
     Progress(ProgressUpdate),
     /// A task's result was submitted (not yet reviewed).
@@ -113,7 +128,12 @@ pub async fn watch(
     loop {
         let next = tokio::time::timeout_at(deadline, messages.next())
             .await
-            .map_err(|_| anyhow::anyhow!("no final report for {swarm_id} within {timeout:?}"))?;
+            .map_err(|_| {
+                fail(
+                    Exit::WaitTimedOut,
+                    format!("no final report for {swarm_id} within {timeout:?}"),
+                )
+            })?;
         let Some(msg) = next else {
             bail!("the swarm's message stream ended");
         };
@@ -130,6 +150,13 @@ pub async fn watch(
         };
         let headers = msg.headers.as_ref();
         let update = match Subject::parse(&msg.subject) {
+            Some(Subject::Deploy { .. }) => {
+                swarm_runtime::wire::decode::<SwarmDeployment>(headers, &msg.payload)
+                    .ok()
+                    .map(|e| Update::Deployed {
+                        tasks: e.body.plan.tasks.into_iter().map(|t| t.task_id).collect(),
+                    })
+            }
             Some(Subject::Progress { .. }) => {
                 swarm_runtime::wire::decode::<ProgressUpdate>(headers, &msg.payload)
                     .ok()
@@ -157,7 +184,10 @@ pub async fn watch(
         match update {
             Update::Report(report) => return Ok(*report),
             Update::Error(e) if e.task_id.is_none() => {
-                bail!("the mission failed before it started: {}", e.error.message)
+                return Err(fail(
+                    Exit::Failed,
+                    format!("the mission failed before it started: {}", e.error.message),
+                ));
             }
             _ => {}
         }
@@ -226,6 +256,59 @@ async fn decode_entry<T: serde::de::DeserializeOwned>(
     }
 }
 
+/// What the system knows of one swarm: the boss's record of its mission
+/// and the manager's state (a swarm deployed directly on
+/// `a2ap.<swarm>.deploy` has only the state; a mission not yet deployed, or
+/// whose planning failed, only the record).
+#[derive(Debug, Clone)]
+pub struct Known {
+    /// The swarm.
+    pub swarm_id: String,
+    /// The mission record, if the swarm came through the boss.
+    pub record: Option<MissionRecord>,
+    /// The swarm's state, once a manager has taken its deployment.
+    pub state: Option<SwarmState>,
+}
+
+impl Known {
+    /// Where the swarm stands: the state's word when there is one (it ends
+    /// a swarm before the boss records the report), else the record's.
+    pub fn status(&self) -> SwarmStatus {
+        match (&self.state, &self.record) {
+            (Some(s), _) => s.status,
+            (None, Some(r)) => record_status(r),
+            (None, None) => SwarmStatus::Running,
+        }
+    }
+}
+
+/// How a swarm stands according to its mission record alone.
+pub fn record_status(record: &MissionRecord) -> SwarmStatus {
+    match record.status {
+        MissionStatus::Accepted | MissionStatus::Deployed => SwarmStatus::Running,
+        MissionStatus::Reported => record.overall_status.unwrap_or(SwarmStatus::Running),
+        MissionStatus::Failed => SwarmStatus::Failed,
+    }
+}
+
+/// Looks a swarm up in the `missions` bucket and the `swarms` bucket; an id
+/// neither holds is the error "no such swarm <id>" (exit code 1).
+pub async fn lookup(client: &Client, swarm_id: &str) -> anyhow::Result<Known> {
+    let no_such = || fail(Exit::Error, format!("no such swarm {swarm_id}"));
+    if !subjects::is_token(swarm_id) {
+        return Err(no_such());
+    }
+    let (record, state) = tokio::try_join!(mission(client, swarm_id), state(client, swarm_id))?;
+    if record.is_none() && state.is_none() {
+        return Err(no_such());
+    }
+    Ok(Known {
+        swarm_id: swarm_id.to_string(),
+        record,
+        state,
+    })
+}
+
 /// Waits until the boss has rendered the swarm's HTML report and returns its record.
 pub async fn wait_for_rendering(
     client: &Client,
@@ -274,10 +357,42 @@ pub async fn fetch_report(client: &Client, swarm_id: &str, path: &Path) -> anyho
     Ok(path)
 }
 
-/// Asks the swarm's manager to cancel it.
-pub async fn cancel(client: &Client, swarm_id: &str, reason: &str) -> anyhow::Result<()> {
+/// The swarm's `FinalReport` as published on `a2ap.<swarm>.report` (the
+/// last one there), or `None` while it has none.
+pub async fn final_report(client: &Client, swarm_id: &str) -> anyhow::Result<Option<FinalReport>> {
+    use jetstream::stream::LastRawMessageErrorKind as Kind;
     if !subjects::is_token(swarm_id) {
         bail!("{swarm_id:?} is not a swarm id");
+    }
+    let js = jetstream::new(client.clone());
+    let stream = js
+        .get_stream(subjects::A2AP_STREAM)
+        .await
+        .context("opening the A2AP stream")?;
+    match stream
+        .get_last_raw_message_by_subject(&subjects::report(swarm_id))
+        .await
+    {
+        Ok(msg) => {
+            let env = swarm_runtime::wire::decode::<FinalReport>(Some(&msg.headers), &msg.payload)
+                .map_err(|e| anyhow::anyhow!("decoding the final report: {}", e.message))?;
+            Ok(Some(env.body))
+        }
+        Err(e) if e.kind() == Kind::NoMessageFound => Ok(None),
+        Err(e) => Err(anyhow::Error::new(e).context("reading the final report")),
+    }
+}
+
+/// Asks the swarm's manager to cancel it. A swarm that does not exist, or
+/// has ended, is an error and nothing is sent.
+pub async fn cancel(client: &Client, swarm_id: &str, reason: &str) -> anyhow::Result<()> {
+    let known = lookup(client, swarm_id).await?;
+    let status = known.status();
+    if status.is_terminal() {
+        return Err(fail(
+            Exit::Error,
+            format!("swarm {swarm_id} has finished ({status:?}): nothing to cancel"),
+        ));
     }
     let js = jetstream::new(client.clone());
     let env = Envelope::new(
@@ -293,8 +408,27 @@ pub async fn cancel(client: &Client, swarm_id: &str, reason: &str) -> anyhow::Re
     Ok(())
 }
 
-/// Approval requests in the `approvals` bucket, oldest first; only the
-/// pending ones unless `all`.
+/// Where a swarm stands, or `None` when no bucket knows it (an approval or
+/// question naming such a swarm is left as it is).
+async fn status_of(client: &Client, swarm_id: &str) -> anyhow::Result<Option<SwarmStatus>> {
+    if !subjects::is_token(swarm_id) {
+        return Ok(None);
+    }
+    let (record, state) = tokio::try_join!(mission(client, swarm_id), state(client, swarm_id))?;
+    Ok(match (state, record) {
+        (Some(s), _) => Some(s.status),
+        (None, Some(r)) => Some(record_status(&r)),
+        (None, None) => None,
+    })
+}
+
+/// Why a request of an ended swarm can no longer be decided or answered.
+fn ended_reason(status: SwarmStatus) -> String {
+    format!("the swarm ended: {status:?}")
+}
+
+/// Approval requests in the `approvals` bucket, oldest first. Unless `all`,
+/// only the pending ones whose swarm is still running.
 pub async fn approvals(client: &Client, all: bool) -> anyhow::Result<Vec<ApprovalRecord>> {
     let js = jetstream::new(client.clone());
     let store = js
@@ -303,20 +437,42 @@ pub async fn approvals(client: &Client, all: bool) -> anyhow::Result<Vec<Approva
         .context("opening the approvals bucket")?;
     let mut keys = store.keys().await.context("listing approvals")?;
     let mut out = Vec::new();
+    let mut ended: std::collections::HashMap<String, bool> = Default::default();
     while let Some(key) = keys.next().await {
         let key = key.context("listing approvals")?;
-        if let Some(r) = decode_entry::<ApprovalRecord>(&store, &key).await?
-            && (all || r.status == ApprovalStatus::Pending)
-        {
-            out.push(r);
+        let Some(r) = decode_entry::<ApprovalRecord>(&store, &key).await? else {
+            continue;
+        };
+        if !all {
+            if r.status != ApprovalStatus::Pending {
+                continue;
+            }
+            if let Some(swarm) = &r.swarm_id {
+                let gone = match ended.get(swarm) {
+                    Some(&g) => g,
+                    None => {
+                        let g = status_of(client, swarm)
+                            .await?
+                            .is_some_and(SwarmStatus::is_terminal);
+                        ended.insert(swarm.clone(), g);
+                        g
+                    }
+                };
+                if gone {
+                    continue;
+                }
+            }
         }
+        out.push(r);
     }
     out.sort_by_key(|r| r.requested_at);
     Ok(out)
 }
 
 /// Approves or denies a pending request (compare-and-swap, so a request is
-/// decided once). Returns the decided record.
+/// decided once). Returns the decided record. A request whose swarm has
+/// ended is closed instead (`Expired`, "the swarm ended: <status>") and the
+/// call fails.
 pub async fn decide(
     client: &Client,
     approval_id: &str,
@@ -345,6 +501,18 @@ pub async fn decide(
     if record.status != ApprovalStatus::Pending {
         bail!("approval {approval_id} is already {:?}", record.status);
     }
+    if let Some(swarm) = record.swarm_id.clone()
+        && let Some(status) = status_of(client, &swarm).await?
+        && status.is_terminal()
+    {
+        record.status = ApprovalStatus::Expired;
+        record.reason = Some(ended_reason(status));
+        let bytes = Bytes::from(Codec::MsgPack.encode(&record)?);
+        // Lost to a concurrent change (the worker expiring it, say): the
+        // request is settled either way, and the answer is the same.
+        let _ = store.update(approval_id, bytes, entry.revision).await;
+        bail!("approval {approval_id} cannot be decided: swarm {swarm} has ended ({status:?})");
+    }
     record.status = if approve {
         ApprovalStatus::Approved
     } else {
@@ -362,7 +530,9 @@ pub async fn decide(
     Ok(record)
 }
 
-/// Answers the question a task asked (compare-and-swap: answered once).
+/// Answers the question a task asked (compare-and-swap: answered once). A
+/// closed question is refused; so is one whose swarm has ended, which is
+/// closed first ("the swarm ended: <status>").
 pub async fn answer(
     client: &Client,
     swarm_id: &str,
@@ -385,8 +555,21 @@ pub async fn answer(
     let mut record: InputRecord = Codec::MsgPack
         .decode(&entry.value)
         .context("decoding the question")?;
+    if let Some(why) = &record.closed {
+        bail!("the question of task {task_id} is closed: {why}");
+    }
     if record.answer.is_some() {
         bail!("task {task_id} was answered already: {:?}", record.question);
+    }
+    if let Some(status) = status_of(client, swarm_id).await?
+        && status.is_terminal()
+    {
+        record.closed = Some(ended_reason(status));
+        let bytes = Bytes::from(Codec::MsgPack.encode(&record)?);
+        // A lost race means someone else changed it first; the question
+        // cannot be answered in either case.
+        let _ = store.update(&key, bytes, entry.revision).await;
+        bail!("task {task_id} cannot be answered: swarm {swarm_id} has ended ({status:?})");
     }
     record.answer = Some(text.to_string());
     record.answered_by = Some(by.to_string());

@@ -1,13 +1,143 @@
-//! How the CLI shows things: progress lines, the status table, report summaries.
+//! How the CLI shows things: progress lines, tables (`status`, `list`,
+//! `approvals`), report summaries and the JSON forms of updates.
+//!
+//! Tables are drawn by comfy-table, one line per row (long cells are cut
+//! with `…`). On a terminal they fit its width; otherwise they are laid out
+//! for [`PLAIN_WIDTH`] columns, so piped output and tests do not depend on
+//! where they run. No cell is styled, so no ANSI code is ever written.
+
+use std::io::IsTerminal as _;
 
 use chrono::{DateTime, Utc};
-use swarm_common::{FinalReport, SwarmState, TaskStatus, mission::MissionRecord};
+use comfy_table::{Cell, ColumnConstraint, ContentArrangement, Row as TableRow, Table, presets};
+use serde::Serialize;
+use swarm_common::{
+    FinalReport, SwarmState, TaskStatus, approval::ApprovalRecord, mission::MissionRecord,
+    state::TaskState,
+};
 
 use crate::client::Update;
+use crate::list::Row;
+
+/// The width tables are laid out for when stdout is not a terminal.
+pub const PLAIN_WIDTH: u16 = 160;
+
+/// The width to lay tables out for: `None` on a terminal (comfy-table then
+/// asks the terminal), [`PLAIN_WIDTH`] otherwise.
+pub fn stdout_width() -> Option<u16> {
+    if std::io::stdout().is_terminal() {
+        None
+    } else {
+        Some(PLAIN_WIDTH)
+    }
+}
+
+/// How a column fits a table that is too wide for its width.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fit {
+    /// Keeps its content's width (ids, statuses, numbers).
+    Whole,
+    /// Gives way, its cells cut with `…` (free text).
+    Shrink,
+    /// Keeps its width, but is left out, lowest rank first, when the
+    /// table cannot fit otherwise.
+    Optional(u8),
+}
+
+/// One column of a table: its header, how it fits, and its cell for an item.
+type Column<T> = (&'static str, Fit, fn(&T) -> String);
+
+/// The least a shrinking column is given before optional ones are left out.
+const SHRUNK: u16 = 12;
+
+/// A table of `items` with `columns`: headers and cells come from the same
+/// list, so they cannot drift apart.
+fn table<T>(columns: &[Column<T>], items: &[T], width: Option<u16>) -> String {
+    let mut t = Table::new();
+    t.load_preset(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_truncation_indicator("…");
+    if let Some(w) = width {
+        t.force_no_tty().set_width(w);
+    }
+    let mut header = TableRow::from(columns.iter().map(|(h, _, _)| Cell::new(h)));
+    header.max_height(1);
+    t.set_header(header);
+    for item in items {
+        let mut row = TableRow::from(columns.iter().map(|(_, _, cell)| Cell::new(cell(item))));
+        row.max_height(1);
+        t.add_row(row);
+    }
+    let hidden = left_out(columns, &t.column_max_content_widths(), t.width());
+    for (i, (_, fit, _)) in columns.iter().enumerate() {
+        let Some(c) = t.column_mut(i) else { continue };
+        // The first column needs no margin of its own.
+        if i == 0 {
+            c.set_padding((0, 1));
+        }
+        if hidden[i] {
+            c.set_constraint(ColumnConstraint::Hidden);
+        } else if *fit != Fit::Shrink {
+            c.set_constraint(ColumnConstraint::ContentWidth);
+        }
+    }
+    let mut out = t.trim_fmt();
+    out.push('\n');
+    out
+}
+
+/// Which columns to leave out so the rest fit `width`: optional ones, lowest
+/// rank first, until the whole columns, the shrinking ones at [`SHRUNK`]
+/// and the margins fit.
+fn left_out<T>(columns: &[Column<T>], widths: &[u16], width: Option<u16>) -> Vec<bool> {
+    let mut hidden = vec![false; columns.len()];
+    let Some(width) = width else {
+        return hidden;
+    };
+    let need = |hidden: &[bool]| -> u32 {
+        columns
+            .iter()
+            .zip(widths)
+            .enumerate()
+            .filter(|(i, _)| !hidden[*i])
+            .map(|(i, ((_, fit, _), w))| {
+                let margin = if i == 0 { 1 } else { 2 };
+                let w = if *fit == Fit::Shrink {
+                    (*w).min(SHRUNK)
+                } else {
+                    *w
+                };
+                u32::from(w) + margin
+            })
+            .sum()
+    };
+    let mut optional: Vec<(u8, usize)> = columns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, fit, _))| match fit {
+            Fit::Optional(rank) => Some((*rank, i)),
+            _ => None,
+        })
+        .collect();
+    optional.sort_unstable();
+    for (_, i) in optional {
+        if need(&hidden) <= u32::from(width) {
+            break;
+        }
+        hidden[i] = true;
+    }
+    hidden
+}
 
 /// One line for a watcher.
 pub fn update_line(update: &Update) -> String {
     match update {
+        Update::Deployed { tasks } => format!(
+            "  deployed: {} task{} ({})",
+            tasks.len(),
+            if tasks.len() == 1 { "" } else { "s" },
+            clip(&tasks.join(", "), 90)
+        ),
         Update::Progress(p) => format!(
             "  [{}] {:?} {:>3}%  {}{}",
             p.task_id,
@@ -43,6 +173,28 @@ pub fn update_line(update: &Update) -> String {
     }
 }
 
+/// One update as a JSON object with its kind in `type`: `deployed`,
+/// `progress`, `result`, `error` or `report` (then the `FinalReport`'s fields).
+pub fn update_json(update: &Update) -> serde_json::Value {
+    fn tagged(kind: &str, body: &impl Serialize) -> serde_json::Value {
+        let mut v = serde_json::to_value(body).unwrap_or(serde_json::Value::Null);
+        match &mut v {
+            serde_json::Value::Object(m) => {
+                m.insert("type".into(), kind.into());
+                v
+            }
+            _ => serde_json::json!({"type": kind, "body": v}),
+        }
+    }
+    match update {
+        Update::Deployed { tasks } => serde_json::json!({"type": "deployed", "tasks": tasks}),
+        Update::Progress(p) => tagged("progress", p),
+        Update::Result(r) => tagged("result", r),
+        Update::Error(e) => tagged("error", e),
+        Update::Report(r) => tagged("report", r.as_ref()),
+    }
+}
+
 /// A span of time for people: milliseconds under a second (a tool call
 /// takes a few), seconds with two decimals above.
 fn duration(from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>>) -> String {
@@ -59,6 +211,17 @@ fn duration(from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>>) -> String {
     }
 }
 
+/// An age for people, in its largest whole unit: `12s`, `5m`, `3h`, `4d`.
+pub fn age(from: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let s = (now - from).num_seconds().max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..172_800 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
 fn clip(s: &str, n: usize) -> String {
     let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if one_line.chars().count() <= n {
@@ -69,8 +232,47 @@ fn clip(s: &str, n: usize) -> String {
     }
 }
 
-/// The state of a swarm as a table.
-pub fn status_table(state: &SwarmState, record: Option<&MissionRecord>) -> String {
+fn time(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+/// The columns of `swarm status`.
+const TASK_COLUMNS: [Column<TaskState>; 10] = [
+    ("TASK", Fit::Whole, |t| t.definition.task_id.clone()),
+    ("TITLE", Fit::Shrink, |t| clip(&t.definition.title, 60)),
+    ("PERSONA", Fit::Optional(3), |t| {
+        t.definition.assigned_to.clone()
+    }),
+    ("WORKER", Fit::Shrink, |t| {
+        t.worker_id.clone().unwrap_or_else(|| "-".into())
+    }),
+    ("STATUS", Fit::Whole, |t| format!("{:?}", t.status)),
+    ("ATTEMPT", Fit::Optional(4), |t| t.attempt.to_string()),
+    ("REVISION", Fit::Optional(2), |t| t.revision.to_string()),
+    ("REDELIVERIES", Fit::Optional(1), |t| {
+        t.redeliveries.to_string()
+    }),
+    ("TIME", Fit::Optional(5), |t| {
+        duration(t.assigned_at, t.completed_at)
+    }),
+    ("RESULT / ERROR", Fit::Shrink, |t| {
+        if t.status == TaskStatus::Completed {
+            clip(&t.result_preview, 200)
+        } else {
+            clip(t.error.as_deref().unwrap_or(""), 200)
+        }
+    }),
+];
+
+/// The state of a swarm: a few lines about it, then its tasks as a table
+/// laid out for `width` (see [`stdout_width`]); `now` ends a running swarm's
+/// elapsed time.
+pub fn status_table(
+    state: &SwarmState,
+    record: Option<&MissionRecord>,
+    now: DateTime<Utc>,
+    width: Option<u16>,
+) -> String {
     let mut out = String::new();
     out.push_str(&format!("swarm     {}\n", state.swarm_id));
     out.push_str(&format!("status    {:?}\n", state.status));
@@ -82,15 +284,12 @@ pub fn status_table(state: &SwarmState, record: Option<&MissionRecord>) -> Strin
             state.last_manager
         ));
     }
-    out.push_str(&format!(
-        "accepted  {}\n",
-        state.accepted_at.format("%Y-%m-%d %H:%M:%S UTC")
-    ));
+    out.push_str(&format!("accepted  {} UTC\n", time(state.accepted_at)));
     out.push_str(&format!(
         "elapsed   {}\n",
         duration(
             Some(state.accepted_at),
-            Some(state.completed_at.unwrap_or_else(Utc::now))
+            Some(state.completed_at.unwrap_or(now))
         )
     ));
     let counts = state.counts();
@@ -104,60 +303,80 @@ pub fn status_table(state: &SwarmState, record: Option<&MissionRecord>) -> Strin
         out.push_str(&format!("report    {file}\n"));
     }
     out.push('\n');
-    let rows: Vec<[String; 10]> = state
-        .tasks
+    out.push_str(&table(&TASK_COLUMNS, &state.tasks, width));
+    out
+}
+
+/// A row of `swarm list` with the time it is shown at.
+struct ListItem {
+    /// The swarm.
+    row: Row,
+    /// Now, for its age.
+    now: DateTime<Utc>,
+}
+
+fn count(n: Option<usize>) -> String {
+    n.map_or_else(|| "-".into(), |n| n.to_string())
+}
+
+/// The columns of `swarm list`.
+const LIST_COLUMNS: [Column<ListItem>; 8] = [
+    ("SWARM", Fit::Whole, |i| i.row.swarm_id.clone()),
+    ("STATUS", Fit::Whole, |i| format!("{:?}", i.row.status)),
+    ("TASKS", Fit::Whole, |i| {
+        format!("{}/{}", count(i.row.tasks_done), count(i.row.tasks_total))
+    }),
+    ("FAILED", Fit::Optional(4), |i| count(i.row.tasks_failed)),
+    ("AGE", Fit::Optional(3), |i| age(i.row.accepted_at, i.now)),
+    ("STARTED (UTC)", Fit::Optional(2), |i| {
+        time(i.row.accepted_at)
+    }),
+    ("ENDED (UTC)", Fit::Optional(1), |i| {
+        i.row.ended_at.map_or_else(|| "-".into(), time)
+    }),
+    ("MISSION", Fit::Shrink, |i| {
+        i.row
+            .mission
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string()
+    }),
+];
+
+/// `swarm list`'s table, newest first as given.
+pub fn list_table(rows: &[Row], now: DateTime<Utc>, width: Option<u16>) -> String {
+    let items: Vec<ListItem> = rows
         .iter()
-        .map(|t| {
-            [
-                t.definition.task_id.clone(),
-                clip(&t.definition.title, 32),
-                t.definition.assigned_to.clone(),
-                t.worker_id.clone().unwrap_or_else(|| "-".into()),
-                format!("{:?}", t.status),
-                t.attempt.to_string(),
-                t.revision.to_string(),
-                t.redeliveries.to_string(),
-                duration(t.assigned_at, t.completed_at),
-                if t.status == TaskStatus::Completed {
-                    clip(&t.result_preview, 48)
-                } else {
-                    clip(t.error.as_deref().unwrap_or(""), 48)
-                },
-            ]
+        .map(|row| ListItem {
+            row: row.clone(),
+            now,
         })
         .collect();
-    let header = [
-        "TASK",
-        "TITLE",
-        "WORKER",
-        "STATUS",
-        "ATT",
-        "REV",
-        "TIME",
-        "RESULT / ERROR",
-    ];
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut l = String::new();
-        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
-            if i + 1 == cells.len() {
-                l.push_str(c);
-            } else {
-                l.push_str(&format!("{c:<w$}  ", w = *w));
-            }
-        }
-        l.trim_end().to_string() + "\n"
-    };
-    out.push_str(&line(header.to_vec()));
-    for row in &rows {
-        out.push_str(&line(row.iter().map(String::as_str).collect()));
-    }
-    out
+    table(&LIST_COLUMNS, &items, width)
+}
+
+/// The columns of `swarm approvals`.
+const APPROVAL_COLUMNS: [Column<ApprovalRecord>; 9] = [
+    ("APPROVAL", Fit::Whole, |r| r.approval_id.clone()),
+    ("STATUS", Fit::Whole, |r| format!("{:?}", r.status)),
+    ("TOOL", Fit::Whole, |r| r.tool.clone()),
+    ("ARGUMENTS", Fit::Shrink, |r| r.arguments.to_string()),
+    ("SWARM", Fit::Shrink, |r| {
+        r.swarm_id.clone().unwrap_or_else(|| "-".into())
+    }),
+    ("TASK", Fit::Shrink, |r| {
+        r.task_id.clone().unwrap_or_else(|| "-".into())
+    }),
+    ("ASKED BY", Fit::Optional(3), |r| r.requested_by.clone()),
+    ("ASKED (UTC)", Fit::Optional(2), |r| time(r.requested_at)),
+    ("EXPIRES (UTC)", Fit::Optional(1), |r| time(r.expires_at)),
+];
+
+/// `swarm approvals`' table.
+pub fn approvals_table(records: &[ApprovalRecord], width: Option<u16>) -> String {
+    table(&APPROVAL_COLUMNS, records, width)
 }
 
 /// A short account of a final report.
@@ -198,5 +417,16 @@ mod tests {
         assert_eq!(duration(at(0), at(1_250_000)), "1.25 s");
         assert_eq!(duration(at(5), at(0)), "0.0 ms");
         assert_eq!(duration(None, at(0)), "-");
+    }
+
+    #[test]
+    fn ages_read_in_their_largest_unit() {
+        let t0 = DateTime::<Utc>::UNIX_EPOCH;
+        let after = |s: i64| t0 + chrono::TimeDelta::seconds(s);
+        assert_eq!(age(t0, after(12)), "12s");
+        assert_eq!(age(t0, after(300)), "5m");
+        assert_eq!(age(t0, after(3 * 3600 + 5)), "3h");
+        assert_eq!(age(t0, after(4 * 86_400)), "4d");
+        assert_eq!(age(after(10), t0), "0s");
     }
 }

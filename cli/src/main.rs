@@ -1,18 +1,24 @@
-//! The `swarm` command: submit missions and follow them, inspect and cancel
-//! swarms, fetch reports, and run a whole local cluster.
+//! The `swarm` command: submit missions and follow them, list, inspect and
+//! cancel swarms, fetch reports, and run a whole local cluster.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
-use swarm_cli::{client, display, local};
-use swarm_common::{SwarmDeploymentPlan, SwarmStatus, mission::MissionRequest};
-use swarm_runtime::NatsArgs;
+use chrono::{DateTime, Utc};
+use clap::parser::ValueSource;
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
+use swarm_cli::exit::{self, Exit, fail};
+use swarm_cli::progress::Follow;
+use swarm_cli::{client, demo, display, list, local};
+use swarm_common::{
+    FinalReport, SwarmDeploymentPlan, SwarmState, SwarmStatus, mission::MissionRequest,
+};
+use swarm_runtime::{NatsArgs, config::DEFAULT_NATS_URL};
 
 /// Swarm: hierarchical swarms of AI agents on NATS.
 #[derive(Debug, Parser)]
-#[command(name = "swarm", version, about)]
+#[command(name = "swarm", version, about, after_help = exit::after_help())]
 struct Cli {
     #[command(flatten)]
     nats: NatsArgs,
@@ -38,7 +44,7 @@ enum Command {
         /// How long the swarm may run.
         #[arg(long)]
         max_minutes: Option<u32>,
-        /// Follow the mission to its final report.
+        /// Follow the mission to its final report (exit code: see below).
         #[arg(long)]
         wait: bool,
         /// Seconds to wait for the final report.
@@ -47,6 +53,9 @@ enum Command {
         /// Also copy the HTML report here (a file or a folder).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Print the boss's reply as JSON (with --wait, then one JSON object per update).
+        #[arg(long)]
+        json: bool,
     },
     /// Follow a swarm's progress (from its start) until its final report.
     Watch {
@@ -55,6 +64,9 @@ enum Command {
         /// Seconds to wait for the final report.
         #[arg(long, default_value_t = 600)]
         timeout: u64,
+        /// One JSON object per update, the final report last.
+        #[arg(long)]
+        json: bool,
     },
     /// Show a swarm's state: every task, its worker, attempts and revisions.
     Status {
@@ -64,7 +76,24 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Cancel a swarm: no new assignments; its report says Cancelled.
+    /// List swarms, newest first: status, tasks, age, start and end, the mission's first line.
+    #[command(visible_alias = "ls")]
+    List {
+        /// Only swarms in this state: running, completed, failed, cancelled,
+        /// timedout (repeat the flag or separate with commas).
+        #[arg(long, value_delimiter = ',', value_parser = list::parse_status)]
+        status: Vec<SwarmStatus>,
+        /// Only swarms accepted within this span before now: 90s, 30m, 1h, 2d.
+        #[arg(long, value_parser = list::parse_since)]
+        since: Option<Duration>,
+        /// At most this many swarms.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print a JSON array of objects.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a running swarm: no new assignments; its report says Cancelled.
     Cancel {
         /// The swarm id.
         swarm_id: String,
@@ -72,11 +101,14 @@ enum Command {
         #[arg(long, default_value = "cancelled from the swarm CLI")]
         reason: String,
     },
-    /// List approval requests of destructive tool calls (pending ones unless --all).
+    /// List approval requests of destructive tool calls (pending ones of running swarms unless --all).
     Approvals {
-        /// Also the decided and expired ones.
+        /// Also the decided and expired ones, and those of ended swarms.
         #[arg(long)]
         all: bool,
+        /// Print a JSON array of the records.
+        #[arg(long)]
+        json: bool,
     },
     /// Let a waiting destructive tool call run.
     Approve {
@@ -103,22 +135,25 @@ enum Command {
         /// The answer.
         text: String,
     },
-    /// Fetch a swarm's HTML report from the object store.
+    /// Fetch a swarm's HTML report from the object store (or, with --json, print its final report).
     Report {
         /// The swarm id.
         swarm_id: String,
         /// Where to write it (a file or a folder).
         #[arg(long, default_value = ".")]
         out: PathBuf,
+        /// Print the final report as JSON instead of writing the HTML page.
+        #[arg(long)]
+        json: bool,
     },
     /// Start a local cluster (nats-server, bosses, managers, workers) until Ctrl-C.
     Up(UpArgs),
     /// Start a local cluster, run a sample mission end to end, print the report, stop.
-    Demo(UpArgs),
+    Demo(ClusterArgs),
 }
 
 #[derive(Debug, clap::Args)]
-struct UpArgs {
+struct ClusterArgs {
     /// Folder for the NATS store, logs and reports.
     #[arg(long, default_value = ".swarm")]
     data_dir: PathBuf,
@@ -134,9 +169,6 @@ struct UpArgs {
     /// Worker replicas (pool `general`).
     #[arg(long, default_value_t = 2)]
     workers: usize,
-    /// Root folder of the workers' file tools.
-    #[arg(long, default_value = ".")]
-    workspace: PathBuf,
     /// CPUs of the nats-server: `own` (the last half of those this process
     /// may use, at least one, when there are two or more; the rest are the
     /// roles'), `shared` (any, beside the roles) or a list such as `3` or `2,3`.
@@ -144,17 +176,20 @@ struct UpArgs {
     nats_cpus: local::NatsCpus,
 }
 
-/// The demo's mission: real tools on this repository's own files.
-const DEMO_MISSION: &str = "\
-1. List the files in common/src
-2. Count the words in README.md
-3. Compute (17 * 23) + 2^10, then checksum the previous result
-";
+#[derive(Debug, clap::Args)]
+struct UpArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// Root folder of the workers' file tools.
+    #[arg(long, default_value = ".")]
+    workspace: PathBuf,
+}
 
 fn options(
-    args: &UpArgs,
+    args: &ClusterArgs,
     data_dir: PathBuf,
     port: Option<u16>,
+    workspace: &Path,
 ) -> anyhow::Result<local::LocalOptions> {
     let mut opts = local::LocalOptions::new(data_dir);
     opts.port = port;
@@ -162,26 +197,73 @@ fn options(
     opts.managers = args.managers;
     opts.workers = args.workers;
     opts.nats_cpus = args.nats_cpus.clone();
-    opts.workspace_root = std::fs::canonicalize(&args.workspace)
-        .with_context(|| format!("workspace {}", args.workspace.display()))?;
+    opts.workspace_root = std::fs::canonicalize(workspace)
+        .with_context(|| format!("workspace {}", workspace.display()))?;
     Ok(opts)
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    match run(Cli::parse()).await {
-        Ok(code) => std::process::ExitCode::from(code),
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
+/// How to reach NATS, and whether the user named the server (a flag or
+/// `NATS_URL`) or left the default.
+struct Connection {
+    nats: NatsArgs,
+    url_given: bool,
+}
+
+impl Connection {
+    async fn connect(&self) -> anyhow::Result<async_nats::Client> {
+        match self.nats.connect("swarm-cli").await {
+            Ok(nc) => Ok(nc),
+            Err(swarm_runtime::RuntimeError::Connect { .. })
+                if !self.url_given && self.nats.url == DEFAULT_NATS_URL && default_refused() =>
+            {
+                Err(fail(
+                    Exit::Unreachable,
+                    format!(
+                        "no NATS server at {DEFAULT_NATS_URL}; start a local one with `swarm up` \
+                         (or name another with -s/--nats-url)"
+                    ),
+                ))
+            }
+            Err(e) => Err(e.into()),
         }
     }
 }
 
-/// Runs one command; returns the exit code.
-async fn run(cli: Cli) -> anyhow::Result<u8> {
+/// Whether the default server's port refuses connections: nothing listens
+/// there (as opposed to a server that is slow, or refuses our credentials).
+fn default_refused() -> bool {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 4222));
+    matches!(
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused
+    )
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    // Parsed in two steps to learn whether the server URL was given.
+    let matches = Cli::command().get_matches();
+    let url_given = matches
+        .value_source("url")
+        .is_some_and(|s| s != ValueSource::DefaultValue);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     swarm_runtime::telemetry::init_with(swarm_runtime::config::LogFormat::Text, "warn");
-    match cli.command {
+    let connection = Connection {
+        nats: cli.nats,
+        url_given,
+    };
+    match run(cli.command, &connection).await {
+        Ok(exit) => exit.into(),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            exit::of_error(&e).into()
+        }
+    }
+}
+
+/// Runs one command; returns how it ended.
+async fn run(command: Command, conn: &Connection) -> anyhow::Result<Exit> {
+    match command {
         Command::Mission {
             text,
             file,
@@ -191,6 +273,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             wait,
             timeout,
             out,
+            json,
         } => {
             let mut request = match (text, file) {
                 (_, Some(f)) => {
@@ -215,215 +298,410 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             if max_minutes.is_some() {
                 request.max_execution_minutes = max_minutes;
             }
-            let nc = cli.nats.connect("swarm-cli").await?;
-            return run_mission(
+            let nc = conn.connect().await?;
+            let reply = client::submit(&nc, &request, Duration::from_secs(15)).await?;
+            if json {
+                println!("{}", serde_json::to_string(&reply)?);
+            } else {
+                println!("{}", reply.swarm_id);
+                if reply.duplicate {
+                    println!("(this mission id was accepted before: same swarm)");
+                }
+            }
+            if !wait {
+                return Ok(Exit::Completed);
+            }
+            let report = follow(
                 &nc,
-                &request,
-                wait,
+                &reply.swarm_id,
+                None,
+                Utc::now(),
                 Duration::from_secs(timeout),
-                out.as_deref(),
+                json,
             )
-            .await;
+            .await?;
+            if !json {
+                show_rendering(&nc, &reply.swarm_id, true).await;
+            }
+            if let Some(dir) = out {
+                client::wait_for_rendering(&nc, &reply.swarm_id, Duration::from_secs(30)).await?;
+                let path = client::fetch_report(&nc, &reply.swarm_id, &dir).await?;
+                if !json {
+                    println!("copied to {}", path.display());
+                }
+            }
+            Ok(Exit::of_status(report.overall_status))
         }
         Command::Status { swarm_id, json } => {
-            let nc = cli.nats.connect("swarm-cli").await?;
-            let record = client::mission(&nc, &swarm_id).await?;
-            match client::state(&nc, &swarm_id).await? {
-                Some(state) if json => println!("{}", serde_json::to_string_pretty(&state)?),
-                Some(state) => print!("{}", display::status_table(&state, record.as_ref())),
-                None => match record {
-                    Some(r) => {
-                        println!(
-                            "swarm {swarm_id}: mission {:?}, no manager state yet",
-                            r.status
-                        );
-                        if let Some(e) = r.error {
-                            println!("error: {} ({})", e.message, e.code);
-                        }
+            let nc = conn.connect().await?;
+            let known = client::lookup(&nc, &swarm_id).await?;
+            match (&known.state, &known.record) {
+                (Some(state), _) if json => println!("{}", serde_json::to_string_pretty(state)?),
+                (Some(state), record) => print!(
+                    "{}",
+                    display::status_table(
+                        state,
+                        record.as_ref(),
+                        Utc::now(),
+                        display::stdout_width()
+                    )
+                ),
+                (None, Some(r)) if json => println!("{}", serde_json::to_string_pretty(r)?),
+                (None, Some(r)) => {
+                    println!(
+                        "swarm {swarm_id}: mission {:?}, no manager state yet",
+                        r.status
+                    );
+                    if let Some(e) = &r.error {
+                        println!("error: {} ({})", e.message, e.code);
                     }
-                    None => anyhow::bail!("no swarm {swarm_id}"),
-                },
+                }
+                (None, None) => {
+                    return Err(fail(Exit::Error, format!("no such swarm {swarm_id}")));
+                }
             }
+            Ok(Exit::Completed)
         }
-        Command::Watch { swarm_id, timeout } => {
-            let nc = cli.nats.connect("swarm-cli").await?;
-            let report = client::watch(&nc, &swarm_id, Duration::from_secs(timeout), |u| {
-                println!("{}", display::update_line(u))
-            })
-            .await?;
-            print!("{}", display::report_summary(&report));
-            return Ok(if report.overall_status == SwarmStatus::Completed {
-                0
+        Command::List {
+            status,
+            since,
+            limit,
+            json,
+        } => {
+            let nc = conn.connect().await?;
+            let now = Utc::now();
+            let query = list::Query {
+                statuses: status,
+                since,
+                limit,
+            };
+            let listing = list::list(&nc, &query, now).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&listing.rows)?);
+            } else if listing.rows.is_empty() {
+                println!("no swarms");
             } else {
-                1
-            });
-        }
-        Command::Approvals { all } => {
-            let nc = cli.nats.connect("swarm-cli").await?;
-            let list = client::approvals(&nc, all).await?;
-            if list.is_empty() {
-                println!("no {}approval requests", if all { "" } else { "pending " });
-            }
-            for r in list {
-                println!(
-                    "{}  {:?}  {} {}  (swarm {}, task {}, asked by {} at {}, expires {})",
-                    r.approval_id,
-                    r.status,
-                    r.tool,
-                    r.arguments,
-                    r.swarm_id.as_deref().unwrap_or("-"),
-                    r.task_id.as_deref().unwrap_or("-"),
-                    r.requested_by,
-                    r.requested_at.format("%H:%M:%S"),
-                    r.expires_at.format("%H:%M:%S"),
+                print!(
+                    "{}",
+                    display::list_table(&listing.rows, now, display::stdout_width())
                 );
             }
+            Ok(Exit::Completed)
+        }
+        Command::Watch {
+            swarm_id,
+            timeout,
+            json,
+        } => {
+            let nc = conn.connect().await?;
+            let known = client::lookup(&nc, &swarm_id).await?;
+            let accepted_at = known
+                .state
+                .as_ref()
+                .map(|s| s.accepted_at)
+                .or(known.record.as_ref().map(|r| r.accepted_at))
+                .unwrap_or_else(Utc::now);
+            let report = follow(
+                &nc,
+                &swarm_id,
+                known.state.as_ref(),
+                accepted_at,
+                Duration::from_secs(timeout),
+                json,
+            )
+            .await?;
+            Ok(Exit::of_status(report.overall_status))
+        }
+        Command::Approvals { all, json } => {
+            let nc = conn.connect().await?;
+            let records = client::approvals(&nc, all).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&records)?);
+            } else if records.is_empty() {
+                println!("no {}approval requests", if all { "" } else { "pending " });
+            } else {
+                print!(
+                    "{}",
+                    display::approvals_table(&records, display::stdout_width())
+                );
+            }
+            Ok(Exit::Completed)
         }
         Command::Approve {
             approval_id,
             reason,
-        } => decide(&cli.nats, &approval_id, true, reason).await?,
+        } => decide(conn, &approval_id, true, reason).await,
         Command::Deny {
             approval_id,
             reason,
-        } => decide(&cli.nats, &approval_id, false, reason).await?,
+        } => decide(conn, &approval_id, false, reason).await,
         Command::Answer {
             swarm_id,
             task_id,
             text,
         } => {
-            let nc = cli.nats.connect("swarm-cli").await?;
+            let nc = conn.connect().await?;
             let by = std::env::var("USER").unwrap_or_else(|_| "swarm-cli".into());
             let r = client::answer(&nc, &swarm_id, &task_id, &text, &by).await?;
             println!("answered {}/{}: {:?}", swarm_id, task_id, r.question);
+            Ok(Exit::Completed)
         }
         Command::Cancel { swarm_id, reason } => {
-            let nc = cli.nats.connect("swarm-cli").await?;
+            let nc = conn.connect().await?;
             client::cancel(&nc, &swarm_id, &reason).await?;
             println!("cancel sent to swarm {swarm_id}");
+            Ok(Exit::Completed)
         }
-        Command::Report { swarm_id, out } => {
-            let nc = cli.nats.connect("swarm-cli").await?;
-            let path = client::fetch_report(&nc, &swarm_id, &out).await?;
-            println!("{}", path.display());
+        Command::Report {
+            swarm_id,
+            out,
+            json,
+        } => {
+            let nc = conn.connect().await?;
+            let known = client::lookup(&nc, &swarm_id).await?;
+            if json {
+                match client::final_report(&nc, &swarm_id).await? {
+                    Some(report) => println!("{}", serde_json::to_string_pretty(&report)?),
+                    None => {
+                        return Err(fail(
+                            Exit::Error,
+                            format!(
+                                "swarm {swarm_id} has no final report yet ({:?})",
+                                known.status()
+                            ),
+                        ));
+                    }
+                }
+            } else {
+                let path = client::fetch_report(&nc, &swarm_id, &out).await?;
+                println!("{}", path.display());
+            }
+            Ok(Exit::Completed)
         }
         Command::Up(args) => {
             let opts = options(
-                &args,
-                args.data_dir.clone(),
-                Some(args.port.unwrap_or(4222)),
+                &args.cluster,
+                args.cluster.data_dir.clone(),
+                Some(args.cluster.port.unwrap_or(4222)),
+                &args.workspace,
             )?;
             let cluster = local::LocalCluster::start(opts).await?;
             println!("Swarm is up at {}", cluster.url());
             println!("  logs:    {}", cluster.logs_dir().display());
             println!("  reports: {}", cluster.reports_dir().display());
             println!(
-                "  try:     swarm --nats-url {} mission \"1. Count the words in README.md\" --wait",
+                "  try:     swarm mission \"1. Count the words in README.md\" --wait -s {}",
                 cluster.url()
             );
             println!("Ctrl-C stops everything.");
             swarm_runtime::shutdown::signal().await;
             cluster.stop(Duration::from_secs(15)).await;
+            Ok(Exit::Completed)
         }
-        Command::Demo(args) => {
-            let data_dir = args.data_dir.join("demo");
-            // A fresh store each run, so the demo shows one mission from the start.
-            let _ = std::fs::remove_dir_all(&data_dir);
-            let opts = options(&args, data_dir, args.port)?;
-            let cluster = local::LocalCluster::start(opts).await?;
-            println!(
-                "local cluster up at {} (logs in {})",
-                cluster.url(),
-                cluster.logs_dir().display()
-            );
-            println!("mission:\n{DEMO_MISSION}");
-            let nc = NatsArgs::local(cluster.url()).connect("swarm-demo").await?;
-            let outcome = run_mission(
-                &nc,
-                &MissionRequest::text(DEMO_MISSION),
-                true,
-                Duration::from_secs(300),
-                None,
-            )
-            .await;
-            drop(nc);
-            cluster.stop(Duration::from_secs(15)).await;
-            return outcome;
-        }
+        Command::Demo(args) => run_demo(&args).await,
     }
-    Ok(0)
+}
+
+/// Follows a swarm to its final report as `Follow` shows it, then (unless
+/// `json`) prints the report's summary.
+async fn follow(
+    nc: &async_nats::Client,
+    swarm_id: &str,
+    state: Option<&SwarmState>,
+    accepted_at: DateTime<Utc>,
+    timeout: Duration,
+    json: bool,
+) -> anyhow::Result<FinalReport> {
+    let mut view = Follow::new(json, state, accepted_at);
+    let report = client::watch(nc, swarm_id, timeout, |u| view.update(u)).await;
+    view.finish();
+    let report = report?;
+    if !json {
+        print!("{}", display::report_summary(&report));
+    }
+    Ok(report)
+}
+
+/// Says where the swarm's HTML report is once the boss has rendered it;
+/// `fetchable` when the cluster stays up for `swarm report` to fetch it.
+async fn show_rendering(nc: &async_nats::Client, swarm_id: &str, fetchable: bool) {
+    match client::wait_for_rendering(nc, swarm_id, Duration::from_secs(30)).await {
+        Ok(record) => {
+            if let Some(file) = &record.report_file {
+                println!("HTML report: {file}");
+            }
+            if fetchable && let Some(obj) = &record.report_object {
+                println!("  (object store: reports/{obj}; `swarm report {swarm_id}` fetches it)");
+            }
+        }
+        // The mission's outcome is known and decides the exit code; a boss
+        // slow to render does not change it.
+        Err(e) => eprintln!("warning: {e:#}"),
+    }
+}
+
+/// `swarm demo`: a local cluster, one mission on files that exist, the
+/// report, and the cluster stopped.
+async fn run_demo(args: &ClusterArgs) -> anyhow::Result<Exit> {
+    let data_dir = args.data_dir.join("demo");
+    // A fresh store each run, so the demo shows one mission from the start.
+    let _ = std::fs::remove_dir_all(&data_dir);
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("creating {}", data_dir.display()))?;
+    let cwd = std::env::current_dir().context("the current directory")?;
+    let setup = demo::prepare(&cwd, &data_dir)?;
+    let opts = options(args, data_dir, args.port, &setup.workspace)?;
+    let cluster = local::LocalCluster::start(opts).await?;
+    println!(
+        "local cluster up at {} (logs in {})",
+        cluster.url(),
+        cluster.logs_dir().display()
+    );
+    println!(
+        "workspace: {} ({})",
+        setup.workspace.display(),
+        if setup.repository {
+            "this repository"
+        } else {
+            "sample files written for the demo"
+        }
+    );
+    println!("mission:\n{}", setup.mission);
+    let outcome = async {
+        let nc = NatsArgs::local(cluster.url()).connect("swarm-demo").await?;
+        let reply = client::submit(
+            &nc,
+            &MissionRequest::text(setup.mission),
+            Duration::from_secs(15),
+        )
+        .await?;
+        println!("swarm {}", reply.swarm_id);
+        let report = follow(
+            &nc,
+            &reply.swarm_id,
+            None,
+            Utc::now(),
+            Duration::from_secs(300),
+            false,
+        )
+        .await?;
+        let file = client::wait_for_rendering(&nc, &reply.swarm_id, Duration::from_secs(30))
+            .await
+            .map(|r| r.report_file);
+        anyhow::Ok((report.overall_status, file))
+    }
+    .await;
+    cluster.stop(Duration::from_secs(15)).await;
+    let (status, file) = outcome?;
+    match file {
+        Ok(Some(file)) => println!("HTML report: {file}"),
+        Ok(None) => println!("HTML report: (none written to disk)"),
+        Err(e) => eprintln!("warning: {e:#}"),
+    }
+    println!(
+        "The demo's cluster has stopped. To keep one running, start `swarm up` and, in another terminal,\n  \
+         swarm mission \"1. Count the words in README.md\" --wait"
+    );
+    Ok(Exit::of_status(status))
 }
 
 /// Approves or denies one approval request and says what it was.
 async fn decide(
-    nats: &NatsArgs,
+    conn: &Connection,
     approval_id: &str,
     approve: bool,
     reason: Option<String>,
-) -> anyhow::Result<()> {
-    let nc = nats.connect("swarm-cli").await?;
+) -> anyhow::Result<Exit> {
+    let nc = conn.connect().await?;
     let by = std::env::var("USER").unwrap_or_else(|_| "swarm-cli".into());
     let r = client::decide(&nc, approval_id, approve, &by, reason).await?;
     println!(
         "{} {:?}: {} {}",
         r.approval_id, r.status, r.tool, r.arguments
     );
-    Ok(())
-}
-
-/// Submits and, with `wait`, follows a mission; returns the exit code
-/// (0 when it completed or was only submitted, 1 otherwise).
-async fn run_mission(
-    nc: &async_nats::Client,
-    request: &MissionRequest,
-    wait: bool,
-    timeout: Duration,
-    out: Option<&std::path::Path>,
-) -> anyhow::Result<u8> {
-    let reply = client::submit(nc, request, Duration::from_secs(15)).await?;
-    println!("{}", reply.swarm_id);
-    if reply.duplicate {
-        println!("(this mission id was accepted before: same swarm)");
-    }
-    if !wait {
-        return Ok(0);
-    }
-    let report = client::watch(nc, &reply.swarm_id, timeout, |u| {
-        println!("{}", display::update_line(u))
-    })
-    .await?;
-    print!("{}", display::report_summary(&report));
-    let record = client::wait_for_rendering(nc, &reply.swarm_id, Duration::from_secs(30)).await?;
-    if let Some(file) = &record.report_file {
-        println!("HTML report: {file}");
-    }
-    if let Some(obj) = &record.report_object {
-        println!(
-            "  (object store: reports/{obj}; `swarm report {}` fetches it)",
-            reply.swarm_id
-        );
-    }
-    if let Some(dir) = out {
-        let path = client::fetch_report(nc, &reply.swarm_id, dir).await?;
-        println!("copied to {}", path.display());
-    }
-    Ok(if report.overall_status == SwarmStatus::Completed {
-        0
-    } else {
-        1
-    })
+    Ok(Exit::Completed)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn up_args(args: &[&str]) -> Result<UpArgs, clap::Error> {
+    fn up_args(args: &[&str]) -> Result<ClusterArgs, clap::Error> {
         let cli = Cli::try_parse_from(["swarm", "up"].iter().chain(args))?;
         match cli.command {
-            Command::Up(up) => Ok(up),
+            Command::Up(up) => Ok(up.cluster),
             other => panic!("parsed as {other:?}"),
         }
+    }
+
+    #[test]
+    fn connection_flags_go_anywhere_and_s_is_the_url() {
+        for args in [
+            vec!["swarm", "list", "-s", "nats://a:1"],
+            vec!["swarm", "-s", "nats://a:1", "list"],
+            vec!["swarm", "--nats-url", "nats://a:1", "list", "--json"],
+            vec![
+                "swarm",
+                "mission",
+                "x",
+                "--wait",
+                "--nats-url",
+                "nats://a:1",
+            ],
+        ] {
+            let matches = Cli::command().try_get_matches_from(&args).unwrap();
+            assert_eq!(
+                matches.value_source("url"),
+                Some(ValueSource::CommandLine),
+                "{args:?}"
+            );
+            let cli = Cli::from_arg_matches(&matches).unwrap();
+            assert_eq!(cli.nats.url, "nats://a:1", "{args:?}");
+        }
+        let matches = Cli::command()
+            .try_get_matches_from(["swarm", "list"])
+            .unwrap();
+        if std::env::var_os("NATS_URL").is_none() {
+            assert_eq!(matches.value_source("url"), Some(ValueSource::DefaultValue));
+        }
+    }
+
+    #[test]
+    fn list_filters_parse() {
+        let cli = Cli::try_parse_from([
+            "swarm",
+            "ls",
+            "--status",
+            "failed,cancelled",
+            "--status",
+            "timedout",
+            "--since",
+            "30m",
+        ])
+        .unwrap();
+        match cli.command {
+            Command::List {
+                status,
+                since,
+                limit,
+                json,
+            } => {
+                assert_eq!(
+                    status,
+                    [
+                        SwarmStatus::Failed,
+                        SwarmStatus::Cancelled,
+                        SwarmStatus::TimedOut
+                    ]
+                );
+                assert_eq!(since, Some(Duration::from_secs(1800)));
+                assert_eq!(limit, 20);
+                assert!(!json);
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+        let err = Cli::try_parse_from(["swarm", "list", "--since", "soon"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
     }
 
     #[test]

@@ -11,10 +11,15 @@ fn help_lists_the_commands() {
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
     for cmd in [
-        "mission", "watch", "status", "cancel", "report", "up", "demo",
+        "mission", "watch", "list", "status", "cancel", "report", "up", "demo",
     ] {
         assert!(help.contains(cmd), "{cmd} missing from --help");
     }
+    assert!(help.contains("Exit codes"), "{help}");
+    assert!(
+        help.contains("7  the wait (--timeout) ended before the final report"),
+        "{help}"
+    );
 }
 
 #[test]

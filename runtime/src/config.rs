@@ -10,45 +10,101 @@ use tracing::{info, warn};
 
 use crate::RuntimeError;
 
+/// The server a binary connects to when given none.
+pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
+
+/// The help section the connection flags are listed under.
+const HEADING: &str = "NATS connection";
+
 /// How to reach and authenticate to NATS.
+///
+/// Every flag is global: a command with subcommands (`swarm`) accepts it
+/// before or after the subcommand, as the `nats` CLI does.
 #[derive(Debug, Clone, Args)]
 pub struct NatsArgs {
     /// Server URL(s), comma-separated.
     #[arg(
+        short = 's',
         long = "nats-url",
         env = "NATS_URL",
-        default_value = "nats://127.0.0.1:4222"
+        default_value = DEFAULT_NATS_URL,
+        global = true,
+        help_heading = HEADING
     )]
     pub url: String,
     /// User name (with --nats-password).
-    #[arg(long = "nats-user", env = "NATS_USER")]
+    #[arg(
+        long = "nats-user",
+        env = "NATS_USER",
+        global = true,
+        help_heading = HEADING
+    )]
     pub user: Option<String>,
     /// Password (with --nats-user).
-    #[arg(long = "nats-password", env = "NATS_PASSWORD", hide_env_values = true)]
+    #[arg(
+        long = "nats-password",
+        env = "NATS_PASSWORD",
+        hide_env_values = true,
+        global = true,
+        help_heading = HEADING
+    )]
     pub password: Option<String>,
     /// Authentication token.
-    #[arg(long = "nats-token", env = "NATS_TOKEN", hide_env_values = true)]
+    #[arg(
+        long = "nats-token",
+        env = "NATS_TOKEN",
+        hide_env_values = true,
+        global = true,
+        help_heading = HEADING
+    )]
     pub token: Option<String>,
     /// NATS credentials file (JWT and NKey seed).
-    #[arg(long = "nats-creds", env = "NATS_CREDS")]
+    #[arg(
+        long = "nats-creds",
+        env = "NATS_CREDS",
+        global = true,
+        help_heading = HEADING
+    )]
     pub creds: Option<PathBuf>,
     /// CA certificate (PEM) to verify the server with.
-    #[arg(long = "tls-ca-file", env = "NATS_CA")]
+    #[arg(
+        long = "tls-ca-file",
+        env = "NATS_CA",
+        global = true,
+        help_heading = HEADING
+    )]
     pub tls_ca: Option<PathBuf>,
     /// Client certificate (PEM) for mutual TLS (with --tls-key-file).
-    #[arg(long = "tls-cert-file", env = "NATS_CERT")]
+    #[arg(
+        long = "tls-cert-file",
+        env = "NATS_CERT",
+        global = true,
+        help_heading = HEADING
+    )]
     pub tls_cert: Option<PathBuf>,
     /// Client key (PEM) for mutual TLS (with --tls-cert-file).
-    #[arg(long = "tls-key-file", env = "NATS_KEY")]
+    #[arg(
+        long = "tls-key-file",
+        env = "NATS_KEY",
+        global = true,
+        help_heading = HEADING
+    )]
     pub tls_key: Option<PathBuf>,
     /// Refuse to talk to the server without TLS.
-    #[arg(long = "tls-required", env = "NATS_TLS_REQUIRED")]
+    #[arg(
+        long = "tls-required",
+        env = "NATS_TLS_REQUIRED",
+        global = true,
+        help_heading = HEADING
+    )]
     pub tls_required: bool,
     /// Seconds to wait for the first connection.
     #[arg(
         long = "connect-timeout",
         env = "NATS_CONNECT_TIMEOUT",
-        default_value_t = 5
+        default_value_t = 5,
+        global = true,
+        help_heading = HEADING
     )]
     pub connect_timeout: u64,
 }

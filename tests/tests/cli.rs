@@ -1,0 +1,729 @@
+//! The `swarm` binary against real clusters: `list` over many swarms with
+//! its filters (and the bounded cost of a page), errors for unknown and
+//! finished swarms, approvals and questions of ended swarms, the exit codes
+//! of following a mission, plain progress lines when stdout is not a
+//! terminal, global connection flags, and `swarm demo` run from a folder
+//! outside the repository.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests report failure by panicking
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use swarm_common::{
+    Codec,
+    approval::{ApprovalRecord, ApprovalStatus, InputRecord},
+    mission::MissionRequest,
+    subjects,
+};
+use swarm_testkit::{Cluster, NatsServer};
+
+/// The `swarm` binary beside the role binaries, built first when it is
+/// missing or older than the sources it is made from.
+fn swarm_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = swarm_testkit::bin_dir();
+        let bin = dir.join(format!("swarm{}", std::env::consts::EXE_SUFFIX));
+        if std::env::var_os("SWARM_BIN_DIR").is_none() && stale(&bin) {
+            build_swarm(&dir);
+        }
+        assert!(bin.is_file(), "no swarm binary at {}", bin.display());
+        bin
+    })
+    .clone()
+}
+
+/// Whether `bin` is missing or older than a source file of the crates the
+/// `swarm` binary is built from.
+fn stale(bin: &Path) -> bool {
+    let Ok(built) = std::fs::metadata(bin).and_then(|m| m.modified()) else {
+        return true;
+    };
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let mut dirs: Vec<PathBuf> = ["cli/src", "common/src", "runtime/src"]
+        .iter()
+        .map(|d| root.join(d))
+        .collect();
+    dirs.push(root.join("Cargo.lock"));
+    while let Some(path) = dirs.pop() {
+        if path.is_dir() {
+            for entry in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                dirs.push(entry.path());
+            }
+        } else if std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t: SystemTime| t > built)
+        {
+            return true;
+        }
+    }
+    false
+}
+
+fn build_swarm(profile_dir: &Path) {
+    let Some(cargo) = std::env::var_os("CARGO") else {
+        return;
+    };
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.args(["build", "--quiet", "-p", "swarm-cli", "--bin", "swarm"])
+        .arg("--manifest-path")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"));
+    match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => {}
+        Some("release") => {
+            cmd.arg("--release");
+        }
+        Some(profile) => {
+            cmd.args(["--profile", profile]);
+        }
+    }
+    if let Some(target) = profile_dir.parent()
+        && target.join("CACHEDIR.TAG").is_file()
+    {
+        cmd.env("CARGO_TARGET_DIR", target);
+    }
+    let out = cmd.output().expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "building the swarm binary failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// What one run of `swarm` did.
+#[derive(Debug)]
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    took: Duration,
+}
+
+impl Run {
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\n{}", self.stdout, self.stderr))
+    }
+}
+
+/// Runs `swarm args...` in `dir` (stdout and stderr piped, so not a
+/// terminal), with `NATS_URL` and `NO_COLOR` unset.
+async fn swarm_in(dir: &Path, args: &[&str]) -> Run {
+    let started = Instant::now();
+    let out = tokio::process::Command::new(swarm_bin())
+        .args(args)
+        .current_dir(dir)
+        .env_remove("NATS_URL")
+        .env_remove("NO_COLOR")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("swarm runs");
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        took: started.elapsed(),
+    };
+    assert!(
+        !run.stdout.contains('\u{1b}') && !run.stderr.contains('\u{1b}'),
+        "ANSI codes in output that is not a terminal: {run:?}"
+    );
+    run
+}
+
+/// Runs `swarm` with `args`, naming the server last with `-s`: connection
+/// flags are accepted after the subcommand.
+async fn swarm(url: &str, args: &[&str]) -> Run {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["-s", url]);
+    swarm_in(&std::env::temp_dir(), &all).await
+}
+
+fn assert_code(run: &Run, code: i32) {
+    assert_eq!(run.code, code, "{run:#?}");
+}
+
+/// Submits a mission and returns its swarm id.
+async fn submit(nc: &async_nats::Client, request: &MissionRequest) -> String {
+    common::submit(nc, request).await
+}
+
+fn echo_mission(text: &str) -> MissionRequest {
+    common::mission(
+        &format!("echo {text}\nsecond line"),
+        vec![common::task("say", &common::echo(text), &[])],
+    )
+}
+
+/// A mission whose only task returns nothing: review refuses it until the
+/// revisions run out, and the swarm fails.
+fn failing_mission(n: usize) -> MissionRequest {
+    common::mission(
+        &format!("fail {n}"),
+        vec![common::task("empty", &common::echo(""), &[])],
+    )
+}
+
+fn sleeping_mission(text: &str, ms: u64) -> MissionRequest {
+    common::mission(text, vec![common::task("nap", &common::sleep(ms), &[])])
+}
+
+/// Waits until the boss has recorded the swarm's final report.
+async fn settled(nc: &async_nats::Client, swarm_id: &str) {
+    swarm_cli::client::wait_for_rendering(nc, swarm_id, Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+}
+
+/// Waits until the swarm's state says a worker runs its task.
+async fn running(nc: &async_nats::Client, swarm_id: &str) {
+    common::eventually(
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        "the task started",
+        || async {
+            match swarm_cli::client::state(nc, swarm_id).await.unwrap() {
+                Some(s)
+                    if s.tasks
+                        .iter()
+                        .any(|t| t.status.is_terminal() || t.attempt > 0) =>
+                {
+                    Ok(())
+                }
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+}
+
+fn ids(rows: &serde_json::Value) -> Vec<String> {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["swarm_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_pages_the_newest_swarms_filters_them_and_reads_little() {
+    let cluster = Cluster::builder()
+        .bosses(1)
+        .managers(1)
+        .workers(2)
+        .start()
+        .await
+        .unwrap();
+    let url = cluster.url();
+    let nc = cluster.client().await;
+
+    // In submission order (newest last): 50 completed, 3 failed,
+    // 2 cancelled, 1 running.
+    let mut order = Vec::new();
+    let mut completed = Vec::new();
+    for i in 0..50 {
+        let id = submit(&nc, &echo_mission(&format!("swarm {i}"))).await;
+        completed.push(id.clone());
+        order.push(id);
+    }
+    let mut failed = Vec::new();
+    for i in 0..3 {
+        let id = submit(&nc, &failing_mission(i)).await;
+        failed.push(id.clone());
+        order.push(id);
+    }
+    let mut cancelled = Vec::new();
+    for i in 0..2 {
+        let id = submit(&nc, &sleeping_mission(&format!("nap {i}"), 60_000)).await;
+        cancelled.push(id.clone());
+        order.push(id);
+    }
+    let still = submit(&nc, &sleeping_mission("keeps running", 60_000)).await;
+    order.push(still.clone());
+    for id in &cancelled {
+        running(&nc, id).await;
+        let run = swarm(&url, &["cancel", id]).await;
+        assert_code(&run, 0);
+    }
+    for id in completed.iter().chain(&failed).chain(&cancelled) {
+        settled(&nc, id).await;
+    }
+    running(&nc, &still).await;
+    let newest_first: Vec<String> = order.iter().rev().cloned().collect();
+
+    // The default page: 20 rows, newest first, as a table.
+    let run = swarm(&url, &["list"]).await;
+    assert_code(&run, 0);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 21, "{}", run.stdout);
+    assert!(
+        lines[0].starts_with("SWARM ") && lines[0].contains("MISSION"),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[1].starts_with(&still) && lines[1].contains("Running"));
+    assert!(lines[1].contains("0/1"), "{}", lines[1]);
+    assert!(lines[1].contains("keeps running"), "{}", lines[1]);
+
+    // Every swarm, newest first, as JSON; `ls` is `list`.
+    let run = swarm(&url, &["ls", "--limit", "100", "--json"]).await;
+    assert_code(&run, 0);
+    let all = run.json();
+    assert_eq!(ids(&all), newest_first);
+    let first_completed = &all[newest_first.len() - 1];
+    assert_eq!(first_completed["status"], "Completed");
+    assert_eq!(first_completed["tasks_done"], 1);
+    assert_eq!(first_completed["tasks_total"], 1);
+    assert_eq!(first_completed["tasks_failed"], 0);
+    assert_eq!(first_completed["mission"], "echo swarm 0\nsecond line");
+    assert!(first_completed["ended_at"].is_string());
+    assert!(
+        all[0]["ended_at"].is_null(),
+        "the running swarm has not ended"
+    );
+
+    // --limit
+    let run = swarm(&url, &["list", "--limit", "5", "--json"]).await;
+    assert_eq!(ids(&run.json()), newest_first[..5]);
+
+    // --status, repeated or as a list.
+    let run = swarm(&url, &["list", "--status", "failed", "--json"]).await;
+    let mut expected: Vec<String> = failed.iter().rev().cloned().collect();
+    assert_eq!(ids(&run.json()), expected);
+    for row in run.json().as_array().unwrap() {
+        assert_eq!(row["tasks_failed"], 1, "{row}");
+    }
+    let run = swarm(
+        &url,
+        &[
+            "list",
+            "--status",
+            "cancelled,failed",
+            "--status",
+            "timedout",
+            "--json",
+        ],
+    )
+    .await;
+    expected = cancelled
+        .iter()
+        .rev()
+        .chain(failed.iter().rev())
+        .cloned()
+        .collect();
+    assert_eq!(ids(&run.json()), expected);
+    let run = swarm(&url, &["list", "--status", "running", "--json"]).await;
+    assert_eq!(ids(&run.json()), vec![still.clone()]);
+    let run = swarm(
+        &url,
+        &["list", "--status", "completed", "--limit", "3", "--json"],
+    )
+    .await;
+    let newest_completed: Vec<String> = completed.iter().rev().take(3).cloned().collect();
+    assert_eq!(ids(&run.json()), newest_completed);
+    let run = swarm(&url, &["list", "--status", "done"]).await;
+    assert_code(&run, 2);
+
+    // --since: a gap, then six more swarms; a span reaching into the gap
+    // shows only those.
+    let before_gap = Instant::now();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut late = Vec::new();
+    for i in 0..6 {
+        let id = submit(&nc, &echo_mission(&format!("late {i}"))).await;
+        late.push(id);
+    }
+    for id in &late {
+        settled(&nc, id).await;
+    }
+    // From about 1.5 s into the gap: every earlier swarm is older, every
+    // later one newer, however long the submissions took.
+    let since = before_gap.elapsed().as_secs().saturating_sub(2).max(1);
+    let run = swarm(&url, &["list", "--since", &format!("{since}s"), "--json"]).await;
+    assert_code(&run, 0);
+    let late_newest_first: Vec<String> = late.iter().rev().cloned().collect();
+    assert_eq!(ids(&run.json()), late_newest_first);
+    let run = swarm(&url, &["list", "--since", "1h", "--limit", "100", "--json"]).await;
+    assert_eq!(ids(&run.json()).len(), order.len() + late.len());
+
+    // A page of 5 reads one window at the end of the bucket's stream: not
+    // the 62 swarms' records, and one state per row.
+    let query = swarm_cli::list::Query {
+        statuses: Vec::new(),
+        since: None,
+        limit: 5,
+    };
+    let listing = swarm_cli::list::list(&nc, &query, chrono::Utc::now())
+        .await
+        .unwrap();
+    let page: Vec<String> = listing.rows.iter().map(|r| r.swarm_id.clone()).collect();
+    assert_eq!(page, late_newest_first[..5]);
+    assert_eq!(listing.cost.windows, 1, "{:?}", listing.cost);
+    assert!(listing.cost.messages_read <= 32, "{:?}", listing.cost);
+    assert_eq!(listing.cost.state_reads, 5, "{:?}", listing.cost);
+
+    // Following a finished swarm replays it in plain lines (stdout is not
+    // a terminal) and exits with its outcome.
+    let run = swarm(&url, &["watch", &completed[0]]).await;
+    assert_code(&run, 0);
+    assert!(
+        run.stdout.contains("  deployed: 1 task (say)"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("[say] Completed: result submitted"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("overall status: Completed"),
+        "{}",
+        run.stdout
+    );
+    assert_code(&swarm(&url, &["watch", &failed[0]]).await, 3);
+    assert_code(&swarm(&url, &["watch", &cancelled[0]]).await, 4);
+    let run = swarm(&url, &["watch", &completed[1], "--json"]).await;
+    assert_code(&run, 0);
+    let lines: Vec<serde_json::Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["type"], "deployed");
+    assert_eq!(lines.last().unwrap()["type"], "report");
+    assert_eq!(lines.last().unwrap()["overall_status"], "Completed");
+    // A wait that ends before the report: 7.
+    let run = swarm(&url, &["watch", &still, "--timeout", "1"]).await;
+    assert_code(&run, 7);
+
+    // Status and report of a known swarm.
+    let run = swarm(&url, &["status", &failed[0]]).await;
+    assert_code(&run, 0);
+    assert!(run.stdout.contains("TASK   TITLE"), "{}", run.stdout);
+    let run = swarm(&url, &["status", &failed[0], "--json"]).await;
+    assert_eq!(run.json()["status"], "Failed");
+    let run = swarm(&url, &["report", &completed[0], "--json"]).await;
+    assert_code(&run, 0);
+    assert_eq!(run.json()["overall_status"], "Completed");
+    assert_eq!(run.json()["task_results"][0]["task_id"], "say");
+    let run = swarm(&url, &["report", &still, "--json"]).await;
+    assert_code(&run, 1);
+    assert!(
+        run.stderr.contains("no final report yet (Running)"),
+        "{run:?}"
+    );
+
+    // Cancelling a finished swarm sends nothing and says why.
+    let run = swarm(&url, &["cancel", &completed[0]]).await;
+    assert_code(&run, 1);
+    assert!(
+        run.stderr
+            .contains(&format!("swarm {} has finished (Completed)", completed[0])),
+        "{run:?}"
+    );
+    let controls =
+        common::messages::<swarm_common::Control>(&nc, &subjects::control(&completed[0])).await;
+    assert!(controls.is_empty(), "{controls:?}");
+
+    assert_code(&swarm(&url, &["cancel", &still]).await, 0);
+    cluster.stop(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_swarms_are_errors_at_once() {
+    let cluster = common::one_of_each().await;
+    let url = cluster.url();
+    let unknown = "6f1c2a8e-0000-4000-8000-000000000000";
+    for args in [
+        vec!["cancel", unknown],
+        vec!["watch", unknown],
+        vec!["status", unknown],
+        vec!["report", unknown],
+        vec!["report", unknown, "--json"],
+        vec!["status", "not a swarm id"],
+    ] {
+        let run = swarm(&url, &args).await;
+        assert_code(&run, 1);
+        let id = args[1];
+        assert!(
+            run.stderr.contains(&format!("no such swarm {id}")),
+            "{args:?}: {run:?}"
+        );
+        assert!(
+            run.took < Duration::from_secs(5),
+            "{args:?} took {:?}",
+            run.took
+        );
+    }
+    cluster.stop(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_swarm_takes_no_decision_or_answer() {
+    let cluster = common::one_of_each().await;
+    let url = cluster.url();
+    let nc = cluster.client().await;
+    let done = submit(&nc, &echo_mission("done")).await;
+    settled(&nc, &done).await;
+    let live = submit(&nc, &sleeping_mission("live", 60_000)).await;
+    running(&nc, &live).await;
+
+    // Records as a worker stores them while a call or a question waits.
+    let js = async_nats::jetstream::new(nc.clone());
+    let approvals = js.get_key_value(subjects::APPROVALS_BUCKET).await.unwrap();
+    let now = chrono::Utc::now();
+    let approval = |id: &str, swarm: &str| ApprovalRecord {
+        approval_id: id.into(),
+        swarm_id: Some(swarm.into()),
+        task_id: Some("t".into()),
+        tool: "shell".into(),
+        arguments: serde_json::json!({"command": "ls"}),
+        requested_by: "worker-1".into(),
+        requested_at: now,
+        expires_at: now + chrono::TimeDelta::minutes(5),
+        status: ApprovalStatus::Pending,
+        decided_by: None,
+        reason: None,
+    };
+    for (id, swarm) in [("ask-ended", &done), ("ask-live", &live)] {
+        let bytes = Codec::MsgPack.encode(&approval(id, swarm)).unwrap();
+        approvals.put(id, Bytes::from(bytes)).await.unwrap();
+    }
+
+    // Pending approvals of ended swarms are hidden unless --all.
+    let run = swarm(&url, &["approvals", "--json"]).await;
+    assert_code(&run, 0);
+    let listed: Vec<String> = run
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["approval_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(listed, ["ask-live"]);
+    let run = swarm(&url, &["approvals", "--all", "--json"]).await;
+    assert_eq!(run.json().as_array().unwrap().len(), 2);
+    let run = swarm(&url, &["approvals"]).await;
+    assert!(run.stdout.starts_with("APPROVAL "), "{}", run.stdout);
+    assert!(run.stdout.contains("ask-live") && !run.stdout.contains("ask-ended"));
+
+    // Deciding one of an ended swarm closes it instead.
+    let run = swarm(&url, &["approve", "ask-ended"]).await;
+    assert_code(&run, 1);
+    assert!(run.stderr.contains("has ended (Completed)"), "{run:?}");
+    let stored: ApprovalRecord = Codec::MsgPack
+        .decode(&approvals.get("ask-ended").await.unwrap().unwrap())
+        .unwrap();
+    assert_eq!(stored.status, ApprovalStatus::Expired);
+    assert_eq!(stored.reason.as_deref(), Some("the swarm ended: Completed"));
+    let run = swarm(&url, &["deny", "ask-live", "--reason", "not now"]).await;
+    assert_code(&run, 0);
+    let stored: ApprovalRecord = Codec::MsgPack
+        .decode(&approvals.get("ask-live").await.unwrap().unwrap())
+        .unwrap();
+    assert_eq!(stored.status, ApprovalStatus::Denied);
+
+    // A question of an ended swarm is closed, then refused as closed.
+    let inputs = js.get_key_value(subjects::INPUTS_BUCKET).await.unwrap();
+    let key = format!("{done}.say");
+    let question = InputRecord {
+        swarm_id: done.clone(),
+        task_id: "say".into(),
+        question: "which file?".into(),
+        asked_by: "worker-1".into(),
+        asked_at: now,
+        answer: None,
+        answered_by: None,
+        answered_at: None,
+        closed: None,
+    };
+    inputs
+        .put(&key, Bytes::from(Codec::MsgPack.encode(&question).unwrap()))
+        .await
+        .unwrap();
+    let run = swarm(&url, &["answer", &done, "say", "README.md"]).await;
+    assert_code(&run, 1);
+    assert!(run.stderr.contains("has ended (Completed)"), "{run:?}");
+    let stored: InputRecord = Codec::MsgPack
+        .decode(&inputs.get(&key).await.unwrap().unwrap())
+        .unwrap();
+    assert_eq!(stored.closed.as_deref(), Some("the swarm ended: Completed"));
+    assert_eq!(stored.answer, None);
+    let run = swarm(&url, &["answer", &done, "say", "README.md"]).await;
+    assert_code(&run, 1);
+    assert!(
+        run.stderr.contains("is closed: the swarm ended: Completed"),
+        "{run:?}"
+    );
+
+    assert_code(&swarm(&url, &["cancel", &live]).await, 0);
+    cluster.stop(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mission_wait_exits_with_the_missions_outcome() {
+    let cluster = common::one_of_each().await;
+    let url = cluster.url();
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, request: &MissionRequest| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, serde_json::to_vec(request).unwrap()).unwrap();
+        path.display().to_string()
+    };
+
+    // Completed: 0, in plain lines, with the report's path.
+    let run = swarm(&url, &["mission", "1. Compute 6 * 7", "--wait"]).await;
+    assert_code(&run, 0);
+    assert!(
+        run.stdout.contains("overall status: Completed"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("HTML report: "), "{}", run.stdout);
+
+    // With --json every line is a JSON object: the reply, the updates, the report.
+    let echo = file("echo.json", &echo_mission("json"));
+    let run = swarm(&url, &["mission", "--file", &echo, "--wait", "--json"]).await;
+    assert_code(&run, 0);
+    let lines: Vec<serde_json::Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(lines[0]["status"], "accepted");
+    assert_eq!(lines.last().unwrap()["type"], "report");
+
+    // Failed: 3.
+    let fails = file("fail.json", &failing_mission(0));
+    assert_code(
+        &swarm(&url, &["mission", "--file", &fails, "--wait"]).await,
+        3,
+    );
+
+    // Timed out: 5.
+    let mut slow = sleeping_mission("too slow", 20_000);
+    slow.max_execution_seconds = Some(1);
+    let slow = file("slow.json", &slow);
+    assert_code(
+        &swarm(&url, &["mission", "--file", &slow, "--wait"]).await,
+        5,
+    );
+
+    // The wait ends first: 7.
+    let nap = file("nap.json", &sleeping_mission("nap", 60_000));
+    let run = swarm(
+        &url,
+        &["mission", "--file", &nap, "--wait", "--timeout", "1"],
+    )
+    .await;
+    assert_code(&run, 7);
+    let napping = run.stdout.lines().next().unwrap().to_string();
+
+    // Cancelled: 4 (watched while another process cancels it).
+    let watcher = tokio::spawn({
+        let url = url.clone();
+        let id = napping.clone();
+        async move { swarm(&url, &["watch", &id]).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_code(&swarm(&url, &["cancel", &napping]).await, 0);
+    assert_code(&watcher.await.unwrap(), 4);
+
+    // A refused mission: 1.
+    let run = swarm(&url, &["mission", "   "]).await;
+    assert_code(&run, 1);
+    assert!(run.stderr.contains("mission refused"), "{run:?}");
+    cluster.stop(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_system_is_exit_6_and_flags_go_anywhere() {
+    let tmp = std::env::temp_dir();
+    // Nothing listens: before or after the subcommand, long or short.
+    for args in [
+        vec![
+            "--nats-url",
+            "nats://127.0.0.1:1",
+            "--connect-timeout",
+            "1",
+            "list",
+        ],
+        vec!["list", "-s", "nats://127.0.0.1:1", "--connect-timeout", "1"],
+        vec!["mission", "x", "--nats-url", "nats://127.0.0.1:1", "--wait"],
+    ] {
+        let run = swarm_in(&tmp, &args).await;
+        assert_code(&run, 6);
+        assert!(run.stderr.contains("cannot connect to NATS"), "{run:?}");
+    }
+    // The default server, when nothing listens there, gets a hint.
+    let default = std::net::SocketAddr::from(([127, 0, 0, 1], 4222));
+    if std::net::TcpStream::connect_timeout(&default, Duration::from_millis(300)).is_err() {
+        let run = swarm_in(&tmp, &["list"]).await;
+        assert_code(&run, 6);
+        assert!(
+            run.stderr.contains(
+                "no NATS server at nats://127.0.0.1:4222; start a local one with `swarm up`"
+            ),
+            "{run:?}"
+        );
+    }
+    // A server with no boss: the mission finds no one to take it.
+    let nats = NatsServer::start().unwrap();
+    let run = swarm(&nats.url(), &["mission", "count the words in README.md"]).await;
+    assert_code(&run, 6);
+    assert!(run.stderr.contains("no boss answered"), "{run:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_completes_every_task_from_any_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let run = swarm_in(
+        dir.path(),
+        &[
+            "demo",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--managers",
+            "1",
+            "--workers",
+            "1",
+            "--nats-cpus",
+            "shared",
+        ],
+    )
+    .await;
+    assert_code(&run, 0);
+    assert!(
+        run.stdout.contains("sample files written for the demo"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("overall status: Completed"),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains(" Failed"), "{}", run.stdout);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    let html = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("HTML report: "))
+        .unwrap_or_else(|| panic!("no report path:\n{}", run.stdout));
+    assert!(Path::new(html).is_file(), "{html}");
+    // The last lines say how to keep a cluster, not where the stopped one was.
+    let tail = lines[lines.len() - 2..].join("\n");
+    assert!(
+        tail.contains("swarm up") && tail.contains("--wait"),
+        "{tail}"
+    );
+    assert!(!run.stdout.contains("swarm report"), "{}", run.stdout);
+    assert!(data.join("demo/workspace/notes").is_dir());
+}
