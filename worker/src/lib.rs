@@ -9,6 +9,7 @@
 //! finds its result stored and does not run the task again.
 
 pub mod approvals;
+pub mod cancels;
 pub mod journal;
 pub mod memory;
 pub mod tools;
@@ -112,7 +113,7 @@ struct Ctx {
     ack_wait: Duration,
     task_timeout: Duration,
     /// Per swarm, a flag its running tasks watch; set when the swarm is cancelled.
-    cancels: std::sync::Mutex<HashMap<String, watch::Sender<bool>>>,
+    cancels: std::sync::Mutex<cancels::Cancels>,
     /// The approver, whose open requests a swarm's end closes.
     approver: Arc<approvals::NatsApprover>,
     /// Per swarm, the tasks whose questions wait for a person here.
@@ -123,21 +124,15 @@ impl Ctx {
     /// The cancel flag of a swarm's tasks.
     fn cancel_flag(&self, swarm_id: &str) -> watch::Receiver<bool> {
         match self.cancels.lock() {
-            Ok(mut map) => map
-                .entry(swarm_id.to_string())
-                .or_insert_with(|| watch::channel(false).0)
-                .subscribe(),
+            Ok(mut c) => c.flag(swarm_id),
             Err(_) => watch::channel(false).1,
         }
     }
 
     /// Stops the swarm's running tasks and refuses its queued ones.
     fn cancel(&self, swarm_id: &str) {
-        if let Ok(mut map) = self.cancels.lock() {
-            let flag = map
-                .entry(swarm_id.to_string())
-                .or_insert_with(|| watch::channel(false).0);
-            flag.send_replace(true);
+        if let Ok(mut c) = self.cancels.lock() {
+            c.cancel(swarm_id);
         }
     }
 
@@ -171,12 +166,8 @@ impl Ctx {
 
     /// Forgets a swarm's flag once no task watches it (cancelled flags are kept).
     fn release(&self, swarm_id: &str) {
-        if let Ok(mut map) = self.cancels.lock()
-            && map
-                .get(swarm_id)
-                .is_some_and(|f| f.receiver_count() == 0 && !*f.borrow())
-        {
-            map.remove(swarm_id);
+        if let Ok(mut c) = self.cancels.lock() {
+            c.release(swarm_id);
         }
     }
 }

@@ -1,0 +1,178 @@
+//! Hostile input that once did harm: report paths that escaped the reports
+//! folder or replaced a real swarm's page, and floods of forged cancels that
+//! held up every running swarm. Each test sends what an attacker would and
+//! checks the harm is gone while the system keeps working.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests report failure by panicking
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use swarm_common::{
+    Codec, Control, Envelope, FinalReport, SwarmStatus, headers as h, mission::MissionRequest,
+    subjects,
+};
+use swarm_testkit::Cluster;
+
+async fn cluster() -> Cluster {
+    Cluster::builder()
+        .bosses(1)
+        .managers(1)
+        .workers(1)
+        .start()
+        .await
+        .expect("the cluster starts")
+}
+
+fn forged_report(swarm_id: &str, summary: &str) -> Envelope<FinalReport> {
+    let now = chrono::Utc::now();
+    Envelope::new(
+        "intruder",
+        "boss",
+        swarm_id,
+        swarm_id,
+        FinalReport {
+            overall_status: SwarmStatus::Failed,
+            mission: "forged".into(),
+            summary: summary.into(),
+            insights: Vec::new(),
+            task_results: Vec::new(),
+            metrics: Default::default(),
+            started_at: now,
+            completed_at: now,
+        },
+    )
+}
+
+/// Publishes `env` on `subject` as any client can (no JetStream answer awaited).
+async fn publish_raw<T: swarm_common::Payload>(
+    nc: &async_nats::Client,
+    subject: String,
+    env: &Envelope<T>,
+) {
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(h::CONTENT_TYPE, swarm_common::codec::MSGPACK);
+    let body = Bytes::from(env.encode(Codec::MsgPack).unwrap());
+    nc.publish_with_headers(subject, headers, body)
+        .await
+        .unwrap();
+}
+
+/// Runs a one-task mission to its report and returns how long it took.
+async fn one_mission(cluster: &Cluster, nc: &async_nats::Client, text: &str) -> (String, Duration) {
+    let started = Instant::now();
+    let id = common::submit(
+        nc,
+        &common::mission(text, vec![common::task("a", &common::echo(text), &[])]),
+    )
+    .await;
+    let report = common::final_report(cluster, nc, &id, 60).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
+    (id, started.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_report_neither_escapes_the_folder_nor_replaces_a_page() {
+    let cluster = cluster().await;
+    let nc = cluster.client().await;
+    let (real, _) = one_mission(&cluster, &nc, "real work").await;
+    let page = cluster.reports_dir().join(format!("{real}.html"));
+    let rendered = common::eventually(
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+        "the page",
+        || {
+            let page = page.clone();
+            async move { std::fs::read_to_string(&page).map_err(|e| e.to_string()) }
+        },
+    )
+    .await;
+
+    // An id that is a path: the subject is legal NATS, the id is not.
+    let outside = tempfile::tempdir().unwrap();
+    let evil = outside.path().join("evil");
+    let evil_id = evil.display().to_string();
+    publish_raw(
+        &nc,
+        format!("a2ap.{evil_id}.report"),
+        &forged_report(&evil_id, "escaped"),
+    )
+    .await;
+    // A second report for the real swarm, after its page is out.
+    publish_raw(
+        &nc,
+        subjects::report(&real),
+        &forged_report(&real, "FORGED"),
+    )
+    .await;
+
+    // Reports are rendered in order: once a later mission's page is out,
+    // the forged ones were handled.
+    let (later, _) = one_mission(&cluster, &nc, "later work").await;
+    common::eventually(
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+        "the later page",
+        || {
+            let page = cluster.reports_dir().join(format!("{later}.html"));
+            async move {
+                page.exists()
+                    .then_some(())
+                    .ok_or_else(|| "not yet".to_string())
+            }
+        },
+    )
+    .await;
+    assert!(
+        !outside.path().join("evil.html").exists(),
+        "a report path left the reports folder"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&page).unwrap(),
+        rendered,
+        "the rendered page was replaced"
+    );
+    assert!(!rendered.contains("FORGED"));
+    let record = swarm_cli::client::mission(&nc, &real)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.overall_status, Some(SwarmStatus::Completed));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_forged_cancels_does_not_hold_up_a_mission() {
+    let cluster = cluster().await;
+    let nc = cluster.client().await;
+    let (_, before) = one_mission(&cluster, &nc, "before the flood").await;
+    let sent = Instant::now();
+    for _ in 0..5_000 {
+        let id = uuid::Uuid::new_v4().to_string();
+        let env = Envelope::new(
+            "intruder",
+            "manager",
+            id.as_str(),
+            id.as_str(),
+            Control::Cancel {
+                reason: "flood".into(),
+            },
+        );
+        publish_raw(&nc, subjects::control(&id), &env).await;
+    }
+    nc.flush().await.unwrap();
+    let sending = sent.elapsed();
+    let (_, during) = one_mission(&cluster, &nc, "during the flood").await;
+    println!(
+        "5,000 forged cancels sent in {sending:?}; a one-task mission took {before:?} before them and {during:?} right after"
+    );
+    // Before the fix each forged cancel took an actor slot and five
+    // deliveries, and this mission took over 12 s.
+    assert!(
+        during < Duration::from_secs(5),
+        "a mission behind the flood took {during:?}"
+    );
+    let mut cluster = cluster;
+    common::assert_all_running(&mut cluster);
+}
