@@ -10,10 +10,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use swarm_common::{
-    Codec, Control, Envelope, FinalReport, SwarmStatus, headers as h, mission::MissionRequest,
-    subjects,
-};
+use swarm_common::{Codec, Control, Envelope, FinalReport, SwarmStatus, headers as h, subjects};
 use swarm_testkit::Cluster;
 
 async fn cluster() -> Cluster {
