@@ -89,7 +89,7 @@ impl Intake {
         hdrs.insert(h::PROTOCOL_VERSION, swarm_common::PROTOCOL_VERSION);
         if let Some(e) = error_headers {
             // The NATS service convention, so `nats req` and micro clients see an error.
-            hdrs.insert(h::SERVICE_ERROR, e.message.as_str());
+            hdrs.insert(h::SERVICE_ERROR, h::value(&e.message).as_str());
             hdrs.insert(h::SERVICE_ERROR_CODE, e.code.status().to_string().as_str());
         }
         if let Err(e) = request.respond_with_headers(Ok(body), hdrs).await {

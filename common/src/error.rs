@@ -95,20 +95,69 @@ pub struct ErrorBody {
     pub details: BTreeMap<String, String>,
 }
 
+/// The longest error message, in bytes: a message may quote the input that
+/// caused it, and must not echo a large one back whole.
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// The longest detail value, in bytes.
+pub const MAX_DETAIL_BYTES: usize = 256;
+
+/// `text` cut to at most `max` bytes on a character boundary, saying how long
+/// it was when cut.
+pub fn excerpt(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max.saturating_sub(32);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [{} bytes]", &text[..end], text.len())
+}
+
 impl ErrorBody {
-    /// A non-retriable error with no details.
+    /// A non-retriable error with no details; the message is cut to
+    /// [`MAX_MESSAGE_BYTES`].
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        let message = message.into();
         Self {
             code,
-            message: message.into(),
+            message: if message.len() > MAX_MESSAGE_BYTES {
+                excerpt(&message, MAX_MESSAGE_BYTES)
+            } else {
+                message
+            },
             retriable: matches!(code, ErrorCode::Internal | ErrorCode::Timeout),
             details: BTreeMap::new(),
         }
     }
 
-    /// Adds one detail.
+    /// Adds one detail, its value cut to [`MAX_DETAIL_BYTES`].
     pub fn with_detail(mut self, key: impl Into<String>, value: impl ToString) -> Self {
-        self.details.insert(key.into(), value.to_string());
+        self.details
+            .insert(key.into(), excerpt(&value.to_string(), MAX_DETAIL_BYTES));
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_input_is_echoed_as_a_short_excerpt() {
+        let huge = "x".repeat(200_000);
+        let e = ErrorBody::new(ErrorCode::ValidationFailed, format!("bad value {huge}"))
+            .with_detail("value", &huge);
+        assert!(e.message.len() <= MAX_MESSAGE_BYTES, "{}", e.message.len());
+        assert!(
+            e.message.ends_with("[200010 bytes]"),
+            "{}",
+            &e.message[900..]
+        );
+        assert!(e.details["value"].len() <= MAX_DETAIL_BYTES);
+        let short = ErrorBody::new(ErrorCode::NotFound, "no swarm é");
+        assert_eq!(short.message, "no swarm é");
+        assert_eq!(excerpt("ééé", 4).len() <= 4 + 20, true);
     }
 }

@@ -59,4 +59,29 @@ pub mod headers {
     pub const SERVICE_ERROR: &str = "Nats-Service-Error";
     /// NATS service framework error code (an HTTP-like status number).
     pub const SERVICE_ERROR_CODE: &str = "Nats-Service-Error-Code";
+
+    /// The longest header value Swarm writes from text it did not choose.
+    pub const MAX_VALUE_BYTES: usize = 256;
+
+    /// `text` as a header value: control characters (CR and LF above all,
+    /// which would end the header) become spaces, and it is cut to
+    /// [`MAX_VALUE_BYTES`]. Error texts may quote their input, which may
+    /// hold anything.
+    pub fn value(text: &str) -> String {
+        let clean: String = text
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        crate::error::excerpt(&clean, MAX_VALUE_BYTES)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn header_values_have_no_line_breaks_and_stay_short() {
+            let v = super::value("key \"a\r\nInjected: yes\" is unknown");
+            assert_eq!(v, "key \"a  Injected: yes\" is unknown");
+            assert!(super::value(&"y".repeat(10_000)).len() <= super::MAX_VALUE_BYTES);
+        }
+    }
 }

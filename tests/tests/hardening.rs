@@ -173,3 +173,45 @@ async fn a_flood_of_forged_cancels_does_not_hold_up_a_mission() {
     let mut cluster = cluster;
     common::assert_all_running(&mut cluster);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_mission_fields_get_a_short_typed_error_in_safe_headers() {
+    let cluster = cluster().await;
+    let nc = cluster.client().await;
+    let huge = "9".repeat(200_000);
+    let bodies = [
+        // A key with a line break in it, which serde quotes in its error.
+        "{\"mission\": \"x\", \"plan\": {\"workers\": [], \"ta\\r\\nsks\": 1}}".to_string(),
+        "{\"mission\": \"x\", \"max_execution_minutes\": \"a\\r\\nInjected: yes\"}".to_string(),
+        // A 200 KB value of the wrong type.
+        format!("{{\"mission\": \"x\", \"max_execution_minutes\": \"{huge}\"}}"),
+    ];
+    for body in bodies {
+        let reply = common::raw_request(&nc, None, body.clone().into_bytes()).await;
+        let headers = reply.headers.clone().expect("an error reply has headers");
+        let described = headers
+            .get(h::SERVICE_ERROR)
+            .expect("the service error header")
+            .as_str()
+            .to_string();
+        assert!(
+            !described.contains('\r') && !described.contains('\n'),
+            "{described:?}"
+        );
+        assert!(described.len() <= h::MAX_VALUE_BYTES, "{}", described.len());
+        let error: serde_json::Value = serde_json::from_slice(&reply.payload).unwrap();
+        assert!(
+            error["error"]["code"] == "validation_failed"
+                || error["error"]["code"] == "decode_failed",
+            "{error}"
+        );
+        assert!(
+            reply.payload.len() < 4096,
+            "the reply echoes {} bytes of a {}-byte mission",
+            reply.payload.len(),
+            body.len()
+        );
+    }
+    // The boss still serves.
+    one_mission(&cluster, &nc, "after hostile fields").await;
+}
