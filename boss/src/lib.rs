@@ -84,6 +84,11 @@ pub fn worker_tool_names(tool_args: &swarm_agent::tools::ToolArgs) -> Vec<String
     names
 }
 
+/// Deliveries after which the boss gives up on a mission it could not plan
+/// or a report it could not render, with the reason, instead of trying
+/// again for ever (a boss may have died on it each time).
+pub const MAX_TRIES: i64 = 8;
+
 async fn durable(
     infra: &Infra,
     stream: &str,
@@ -103,6 +108,9 @@ async fn durable(
             ack_policy: AckPolicy::Explicit,
             ack_wait,
             deliver_policy: DeliverPolicy::All,
+            // A backstop: the planner and the renderer give a message up
+            // themselves after `MAX_TRIES` deliveries.
+            max_deliver: MAX_TRIES + 2,
             ..Default::default()
         })
         .await

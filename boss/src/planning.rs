@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use async_nats::jetstream::{self, AckKind};
 use chrono::Utc;
 use swarm_common::{
-    Envelope, ErrorBody, ErrorMessage, Limits, SwarmDeployment, SwarmDeploymentPlan,
+    Envelope, ErrorBody, ErrorCode, ErrorMessage, Limits, SwarmDeployment, SwarmDeploymentPlan,
     mission::{MissionRecord, MissionStatus},
     subjects,
     validate::validate_plan,
@@ -46,6 +46,26 @@ impl Planner {
         };
         let swarm_id = record.swarm_id.clone();
         let delivered = msg.info().map(|i| i.delivered).unwrap_or(2);
+        if delivered >= crate::MAX_TRIES {
+            let e = ErrorBody::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "planning was tried {delivered} times without finishing (a boss may have died on this mission)"
+                ),
+            );
+            match self.fail(&record, e).await {
+                Ok(()) => {
+                    let _ = msg.ack_with(AckKind::Term).await;
+                }
+                Err(e) => {
+                    warn!(%swarm_id, error = format!("{e:#}"), "cannot record that the mission cannot be planned");
+                    let _ = msg
+                        .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                        .await;
+                }
+            }
+            return;
+        }
         match self.plan_and_deploy(&record, delivered).await {
             Ok(()) => {
                 let _ = msg.ack().await;

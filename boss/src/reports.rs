@@ -75,6 +75,16 @@ impl Reporter {
                 warn!(%swarm_id, "a report for a swarm whose report is already rendered; kept as it was");
                 let _ = msg.ack().await;
             }
+            Err(e) if msg.info().is_ok_and(|i| i.delivered >= crate::MAX_TRIES) => {
+                let e = swarm_common::ErrorBody::new(
+                    swarm_common::ErrorCode::LimitExceeded,
+                    format!(
+                        "the report could not be rendered in {} tries: {e:#}",
+                        crate::MAX_TRIES
+                    ),
+                );
+                self.reject(&msg, e).await;
+            }
             Err(e) => {
                 warn!(%swarm_id, error = format!("{e:#}"), "cannot render the report; will retry");
                 let _ = msg

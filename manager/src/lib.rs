@@ -7,6 +7,7 @@
 //! NATS layer around it; [`report`] builds the final report.
 
 pub mod machine;
+pub mod poison;
 pub mod report;
 pub mod service;
 

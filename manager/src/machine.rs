@@ -45,6 +45,13 @@ pub enum Event {
     },
     /// A manager saw the swarm's deadline pass (a no-op before the deadline).
     Expire,
+    /// One of the swarm's events could not be applied without a manager
+    /// dying on it: it was set aside as a dead letter, and the swarm fails
+    /// with the reason rather than wait for it for ever.
+    Poisoned {
+        /// What happened to which event.
+        reason: String,
+    },
 }
 
 /// Something the NATS layer must do once the new state is stored.
@@ -208,6 +215,13 @@ pub fn apply(state: &mut SwarmState, seq: u64, event: &Event, now: DateTime<Utc>
             true
         }
         Event::Expire => false,
+        Event::Poisoned { reason } if !state.status.is_terminal() => {
+            end_early(state, SwarmStatus::Failed, reason.clone(), now);
+            state.cancel_reason = Some(reason.clone());
+            commands.push(Command::Finalize);
+            true
+        }
+        Event::Poisoned { .. } => false,
     };
     if !changed {
         return Applied {

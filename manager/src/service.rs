@@ -132,6 +132,9 @@ struct Ctx {
     reroute: mpsc::UnboundedSender<jetstream::Message>,
 }
 
+/// The most deliveries of one event: a bound, never reached in practice.
+const MAX_DELIVER: i64 = 1_000;
+
 /// Look-ups of control messages that may run at once.
 const CONTROL_CHECKS: usize = 32;
 
@@ -264,6 +267,10 @@ fn manager_consumer_config(config: &ManagerConfig) -> pull::Config {
         ack_wait: config.ack_wait,
         deliver_policy: DeliverPolicy::All,
         max_ack_pending: 10_000,
+        // A backstop only: events a manager died on end through their
+        // marks (`crate::poison`) long before this; an event that waits
+        // for the ones before it is handed back every half second.
+        max_deliver: MAX_DELIVER,
         priority_policy: PriorityPolicy::PinnedClient,
         priority_groups: vec![subjects::MANAGER_GROUP.into()],
         priority_timeout: config.pin_ttl,
@@ -843,7 +850,9 @@ struct Item {
 }
 
 /// Applies a batch of one swarm's events in order with one state write and
-/// returns each message's outcome.
+/// returns each message's outcome. Redelivered events are marked while they
+/// are applied, and one a manager already died on is set aside
+/// ([`crate::poison`]).
 async fn handle_batch(
     ctx: &Ctx,
     swarm_id: &str,
@@ -852,9 +861,141 @@ async fn handle_batch(
     msgs: &[jetstream::Message],
     defer: bool,
 ) -> Vec<Result<(), Failure>> {
+    let redelivered: Vec<(usize, u64, i64)> = msgs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| {
+            let info = m.info().ok()?;
+            (info.delivered > 1).then_some((i, info.stream_sequence, info.delivered))
+        })
+        .collect();
+    let deaths = futures::future::join_all(
+        redelivered
+            .iter()
+            .map(|(_, seq, _)| crate::poison::begin(&ctx.infra.swarms, *seq)),
+    )
+    .await;
+    let mut poisoned = HashMap::new();
+    for ((index, seq, delivered), deaths) in redelivered.iter().zip(deaths) {
+        match deaths {
+            Ok(n) if n >= crate::poison::DEATHS_ALLOWED => {
+                let reason = ErrorBody::new(
+                    ErrorCode::LimitExceeded,
+                    format!(
+                        "a manager died applying {} (stream sequence {seq}, delivery {delivered}): it was set aside and not handed to another",
+                        msgs[*index].subject
+                    ),
+                );
+                poisoned.insert(*index, reason);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                warn!(
+                    seq,
+                    error = format!("{e:#}"),
+                    "cannot mark a redelivered event; applying it unmarked"
+                )
+            }
+        }
+    }
+    let outcomes = apply_marked(ctx, swarm_id, cache, results, msgs, defer, &poisoned).await;
+    futures::future::join_all(
+        redelivered
+            .iter()
+            .map(|(_, seq, _)| crate::poison::end(&ctx.infra.swarms, *seq)),
+    )
+    .await;
+    outcomes
+}
+
+/// Sets aside an event a manager died on: a dead letter with the reason;
+/// the swarm's watchers are told when the event was its deployment (there is
+/// no swarm to fail). `false` if the dead letter could not be recorded.
+async fn set_aside(
+    ctx: &Ctx,
+    swarm_id: &str,
+    msg: &jetstream::Message,
+    reason: &ErrorBody,
+) -> bool {
+    if let Err(e) = wire::dead_letter(
+        &ctx.infra.js,
+        "manager",
+        &msg.subject,
+        reason.clone(),
+        &msg.payload,
+        &ctx.agent_id,
+    )
+    .await
+    {
+        warn!(error = %e, "cannot record a dead letter; the event will come again");
+        return false;
+    }
+    if matches!(Subject::parse(&msg.subject), Some(Subject::Deploy { .. })) {
+        let env = Envelope::new(
+            ctx.agent_id.as_str(),
+            "client",
+            swarm_id,
+            swarm_id,
+            ErrorMessage {
+                task_id: None,
+                attempt: None,
+                error: reason.clone(),
+            },
+        );
+        if let Err(e) = wire::publish(
+            &ctx.infra.js,
+            subjects::error(swarm_id),
+            &env,
+            Some(&format!("{swarm_id}.poisoned")),
+        )
+        .await
+        {
+            warn!(error = %e, "cannot tell the swarm's watchers that its deployment was set aside");
+        }
+    }
+    true
+}
+
+/// [`handle_batch`] once the marks are taken: `poisoned` names the events
+/// to set aside instead of applying.
+async fn apply_marked(
+    ctx: &Ctx,
+    swarm_id: &str,
+    cache: &mut Option<Cached>,
+    results: &mut Results,
+    msgs: &[jetstream::Message],
+    defer: bool,
+    poisoned: &HashMap<usize, ErrorBody>,
+) -> Vec<Result<(), Failure>> {
     let mut outcomes: Vec<Option<Result<(), Failure>>> = msgs.iter().map(|_| None).collect();
     let mut items = Vec::new();
     for (index, msg) in msgs.iter().enumerate() {
+        if let Some(reason) = poisoned.get(&index) {
+            if !set_aside(ctx, swarm_id, msg, reason).await {
+                outcomes[index] = Some(Err(Failure::Retry(anyhow::anyhow!(
+                    "an event to set aside could not be recorded"
+                ))));
+                continue;
+            }
+            if matches!(Subject::parse(&msg.subject), Some(Subject::Deploy { .. })) {
+                outcomes[index] = Some(Ok(()));
+                continue;
+            }
+            let (seq, delivered) = msg
+                .info()
+                .map(|i| (i.stream_sequence, i.delivered))
+                .unwrap_or((0, 0));
+            items.push(Item {
+                index,
+                incoming: Incoming::Event(Event::Poisoned {
+                    reason: reason.message.clone(),
+                }),
+                seq,
+                delivered,
+                age: Duration::ZERO,
+            });
+            continue;
+        }
         let incoming = match decode(swarm_id, msg) {
             Ok(Incoming::Ignore) => {
                 outcomes[index] = Some(Ok(()));
@@ -1083,6 +1224,10 @@ async fn apply_batch(
                     commands.extend(cmds);
                     outcomes.push(Ok(()));
                 }
+                (None, Incoming::Event(Event::Poisoned { .. })) => {
+                    // Set aside already (a dead letter); no swarm to fail.
+                    outcomes.push(Ok(()));
+                }
                 (None, _) => {
                     // An event for a swarm whose state is not stored (yet): give
                     // the deployment time to land, then record it as a dead letter.
@@ -1260,6 +1405,7 @@ fn event_name(event: &Event) -> String {
         },
         Event::Cancel { .. } => "the cancel".into(),
         Event::Expire => "the expiry".into(),
+        Event::Poisoned { .. } => "the notice of an event set aside".into(),
     }
 }
 
@@ -1596,6 +1742,9 @@ async fn scan_swarms(ctx: &Ctx) -> anyhow::Result<()> {
     let mut keys = ctx.infra.swarms.keys().await.context("listing swarms")?;
     while let Some(key) = keys.next().await {
         let key = key.context("listing swarms")?;
+        if crate::poison::is_mark(&key) {
+            continue;
+        }
         if let Some(c) = load(ctx, &key).await? {
             track_deadline(ctx, &c.state);
         }

@@ -215,3 +215,113 @@ async fn hostile_mission_fields_get_a_short_typed_error_in_safe_headers() {
     // The boss still serves.
     one_mission(&cluster, &nc, "after hostile fields").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_a_manager_died_on_is_set_aside_and_fails_its_swarm() {
+    use async_nats::jetstream;
+    let cluster = Cluster::builder()
+        .bosses(1)
+        .managers(1)
+        .workers(0)
+        .start()
+        .await
+        .expect("the cluster starts");
+    let nc = cluster.client().await;
+    let id = common::submit(
+        &nc,
+        &common::mission(
+            "waits for a worker",
+            vec![common::task("a", &common::echo("a"), &[])],
+        ),
+    )
+    .await;
+    common::eventually(
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+        "the swarm's state",
+        || {
+            let nc = nc.clone();
+            let id = id.clone();
+            async move {
+                swarm_cli::client::state(&nc, &id)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map(|_| ())
+                    .ok_or_else(|| "not yet".to_string())
+            }
+        },
+    )
+    .await;
+    // A result for an attempt the manager has not made yet waits (it is
+    // handed back and comes again), so its second delivery is marked.
+    let now = chrono::Utc::now();
+    let env = Envelope::new(
+        "worker-x",
+        "manager",
+        id.as_str(),
+        "a",
+        swarm_common::ResultSubmission {
+            task_id: "a".into(),
+            status: swarm_common::TaskStatus::Completed,
+            result: "from the future".into(),
+            attempt: 2,
+            revision: 0,
+            provider: "offline".into(),
+            worker_id: "worker-x".into(),
+            started_at: now,
+            completed_at: now,
+            steps: Vec::new(),
+            metrics: Default::default(),
+            error: None,
+            gate_verdicts: Vec::new(),
+        },
+    );
+    let js = jetstream::new(nc.clone());
+    let ack = swarm_runtime::wire::publish(&js, subjects::result(&id, "a"), &env, None)
+        .await
+        .unwrap();
+    // What a manager that died applying this event leaves behind: its mark.
+    let swarms = js.get_key_value(subjects::SWARMS_BUCKET).await.unwrap();
+    swarms
+        .put(swarm_manager_mark(ack.sequence), Bytes::from_static(b"1"))
+        .await
+        .unwrap();
+
+    let report = common::final_report(&cluster, &nc, &id, 30).await;
+    assert_eq!(report.overall_status, SwarmStatus::Failed, "{report:#?}");
+    assert!(
+        report.summary.contains("a manager died applying a2ap.")
+            && report.summary.contains("not handed to another"),
+        "{}",
+        report.summary
+    );
+    // The event itself is kept as a dead letter, and its mark is gone.
+    let letters = common::messages_raw(
+        &nc,
+        subjects::DEADLETTER_STREAM,
+        &subjects::deadletter("manager"),
+    )
+    .await;
+    let letters: Vec<swarm_common::DeadLetter> = letters
+        .iter()
+        .map(|p| Codec::MsgPack.decode(p).unwrap())
+        .collect();
+    assert!(
+        letters
+            .iter()
+            .any(|l| l.subject == subjects::result(&id, "a")),
+        "{letters:#?}"
+    );
+    assert!(
+        swarms
+            .get(swarm_manager_mark(ack.sequence))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+/// The key of a manager's mark for the event at stream sequence `seq`.
+fn swarm_manager_mark(seq: u64) -> String {
+    format!("marks={seq}")
+}

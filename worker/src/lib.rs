@@ -227,6 +227,9 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
             ack_policy: AckPolicy::Explicit,
             ack_wait: config.ack_wait,
             deliver_policy: DeliverPolicy::All,
+            // A backstop: a worker gives an assignment up (an `Error` to the
+            // manager) once it was delivered more than its `max_attempts`.
+            max_deliver: 100,
             ..Default::default()
         })
         .await

@@ -62,6 +62,34 @@ pub async fn messages<T: Payload>(nc: &async_nats::Client, subject: &str) -> Vec
     out
 }
 
+/// The payload of every message stored on `subject` in `stream`.
+pub async fn messages_raw(nc: &async_nats::Client, stream: &str, subject: &str) -> Vec<Bytes> {
+    let js = jetstream::new(nc.clone());
+    let stream = js.get_stream(stream).await.unwrap();
+    let consumer = stream
+        .create_consumer(jetstream::consumer::pull::OrderedConfig {
+            filter_subject: subject.to_string(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let pending = consumer.cached_info().num_pending as usize;
+    let mut out = Vec::new();
+    if pending == 0 {
+        return out;
+    }
+    let mut msgs = consumer.messages().await.unwrap();
+    while out.len() < pending {
+        let m = tokio::time::timeout(Duration::from_secs(5), msgs.next())
+            .await
+            .expect("stored messages arrive")
+            .unwrap()
+            .unwrap();
+        out.push(m.payload.clone());
+    }
+    out
+}
+
 fn swarm_runtime_decode<T: Payload>(m: &jetstream::Message) -> Envelope<T> {
     let codec = Codec::from_content_type(
         m.headers
