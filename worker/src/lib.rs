@@ -78,6 +78,23 @@ pub struct WorkerConfig {
     pub approval_wait: Duration,
 }
 
+/// The workspace of a worker that is not given one: a folder of its own
+/// under the user's data directory (`$XDG_DATA_HOME/swarm/workspace`, else
+/// `$HOME/.local/share/swarm/workspace`, else one in the temporary
+/// directory), so that a worker started from `/` or a home directory does
+/// not hand those to its file tools.
+pub fn default_workspace() -> PathBuf {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let data = var("XDG_DATA_HOME")
+        .or_else(|| var("HOME").map(|h| h.join(".local").join("share")))
+        .unwrap_or_else(std::env::temp_dir);
+    data.join("swarm").join("workspace")
+}
+
 impl WorkerConfig {
     /// Defaults for a worker of pool `general`.
     pub fn new(nats: NatsArgs, agent_id: impl Into<String>) -> Self {
@@ -85,7 +102,7 @@ impl WorkerConfig {
             nats,
             agent_id: agent_id.into(),
             pool: swarm_common::default_pool(),
-            workspace_root: PathBuf::from("."),
+            workspace_root: default_workspace(),
             concurrency: 16,
             drain_timeout: Duration::from_secs(10),
             replicas: 1,
@@ -213,6 +230,8 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
         "pool {:?} must be letters, digits, '-' or '_'",
         config.pool
     );
+    std::fs::create_dir_all(&config.workspace_root)
+        .with_context(|| format!("creating the workspace {}", config.workspace_root.display()))?;
     let root = std::fs::canonicalize(&config.workspace_root)
         .with_context(|| format!("workspace root {}", config.workspace_root.display()))?;
     swarm_runtime::health::starting();
@@ -1070,4 +1089,21 @@ async fn work(
     }
     info!(swarm_id = %env.swarm_id, task_id = %a.task_id, ?status, bytes, "task finished");
     Ok(Finish::AckedByManager)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_workspace_is_a_folder_of_its_own_not_the_current_one() {
+        let ws = default_workspace();
+        assert!(ws.ends_with("swarm/workspace"), "{}", ws.display());
+        assert!(ws.is_absolute() || std::env::var_os("HOME").is_none());
+        let cwd = std::env::current_dir().unwrap();
+        assert_ne!(ws, cwd);
+        assert_ne!(ws, PathBuf::from("."));
+        let config = WorkerConfig::new(NatsArgs::local("nats://127.0.0.1:4222"), "w");
+        assert_eq!(config.workspace_root, ws);
+    }
 }

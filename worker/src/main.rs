@@ -19,9 +19,12 @@ struct Cli {
     /// The pool this worker serves.
     #[arg(long, env = "SWARM_POOL", default_value = "general")]
     pool: String,
-    /// Root folder of the file tools; paths outside it are refused.
-    #[arg(long, env = "SWARM_WORKSPACE", default_value = ".")]
-    workspace_root: PathBuf,
+    /// Root folder of the file tools; paths outside it are refused. Default:
+    /// a folder of its own, `$XDG_DATA_HOME/swarm/workspace` (or
+    /// `~/.local/share/swarm/workspace`), created if missing; never the
+    /// directory the worker happens to be started from.
+    #[arg(long, env = "SWARM_WORKSPACE")]
+    workspace_root: Option<PathBuf>,
     /// Tasks run at once.
     #[arg(long, env = "SWARM_WORKER_CONCURRENCY", default_value_t = 16)]
     concurrency: usize,
@@ -51,7 +54,9 @@ async fn main() -> anyhow::Result<()> {
     let agent_id = swarm_runtime::start_role(&cli.common, &cli.health, "worker").await?;
     let mut config = swarm_worker::WorkerConfig::new(cli.common.nats.clone(), agent_id);
     config.pool = cli.pool;
-    config.workspace_root = cli.workspace_root;
+    config.workspace_root = cli
+        .workspace_root
+        .unwrap_or_else(swarm_worker::default_workspace);
     config.concurrency = cli.concurrency;
     config.replicas = cli.replicas;
     config.drain_timeout = cli.common.drain_timeout();
