@@ -169,7 +169,7 @@ pub fn update_line(update: &Update) -> String {
             e.error.code,
             e.error.message
         ),
-        Update::Report(r) => format!("final report: {:?}. {}", r.overall_status, r.summary),
+        Update::Report(r) => format!("final report: {:?}", r.overall_status),
     }
 }
 

@@ -459,7 +459,8 @@ fn fail_or_revise(
         task.feedback.push(format!(
             "The previous version failed ({}): {}. Fix the cause; if the task cannot be done, \
              give up and say why.",
-            error.code, error.message
+            error.code,
+            error.message.trim_end_matches('.')
         ));
         let cmd = assignment(state, &state.tasks[i]);
         commands.push(cmd);
