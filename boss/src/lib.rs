@@ -281,6 +281,7 @@ async fn report_loop(
             infra,
             reports_dir: config.reports_dir.clone(),
             agent_id: config.agent_id.clone(),
+            rendering: Default::default(),
         });
         anyhow::Ok((client, consumer, reported, reporter))
     }

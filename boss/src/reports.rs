@@ -27,6 +27,9 @@ pub struct Reporter {
     pub reports_dir: PathBuf,
     /// This boss's agent id.
     pub agent_id: String,
+    /// Swarms whose report this boss is rendering now: a second report for
+    /// one of them waits until the first is recorded, then finds it done.
+    pub rendering: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// The object store name of a swarm's HTML report.
@@ -66,7 +69,22 @@ impl Reporter {
                 return;
             }
         };
-        match self.render(&swarm_id, &envelope.body).await {
+        let first = self
+            .rendering
+            .lock()
+            .map(|mut set| set.insert(swarm_id.clone()))
+            .unwrap_or(false);
+        if !first {
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_millis(200))))
+                .await;
+            return;
+        }
+        let rendered = self.render(&swarm_id, &envelope.body).await;
+        if let Ok(mut set) = self.rendering.lock() {
+            set.remove(&swarm_id);
+        }
+        match rendered {
             Ok(Some(path)) => {
                 info!(%swarm_id, overall_status = ?envelope.body.overall_status, path = %path.display(), "report rendered");
                 let _ = msg.ack().await;

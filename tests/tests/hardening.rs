@@ -105,19 +105,30 @@ async fn a_forged_report_neither_escapes_the_folder_nor_replaces_a_page() {
     )
     .await;
 
-    // Reports are rendered in order: once a later mission's page is out,
-    // the forged ones were handled.
-    let (later, _) = one_mission(&cluster, &nc, "later work").await;
+    // Both were handled once the boss's report consumer has nothing left
+    // to deliver and nothing waiting for an ack.
+    let js = async_nats::jetstream::new(nc.clone());
+    let a2ap = js.get_stream(subjects::A2AP_STREAM).await.unwrap();
     common::eventually(
-        Duration::from_secs(20),
-        Duration::from_millis(50),
-        "the later page",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        "the reports handled",
         || {
-            let page = cluster.reports_dir().join(format!("{later}.html"));
+            let a2ap = a2ap.clone();
             async move {
-                page.exists()
+                let mut consumer: async_nats::jetstream::consumer::PullConsumer = a2ap
+                    .get_consumer(subjects::REPORTS_CONSUMER)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let info = consumer.info().await.map_err(|e| e.to_string())?;
+                (info.num_pending == 0 && info.num_ack_pending == 0)
                     .then_some(())
-                    .ok_or_else(|| "not yet".to_string())
+                    .ok_or_else(|| {
+                        format!(
+                            "{} pending, {} unacked",
+                            info.num_pending, info.num_ack_pending
+                        )
+                    })
             }
         },
     )
