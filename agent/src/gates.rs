@@ -8,14 +8,35 @@
 //!
 //! Gates that read structure (JSON, SQL) accept the output wrapped in one
 //! Markdown code fence, as models often write it.
+//!
+//! **Bounded work.** Building a gate checks its spec against the limits
+//! again ([`swarm_common::gates::check_gate`], [`GateOptions::limits`]), so
+//! a plan that never went through intake cannot make this process blow up:
+//! a spec over a limit becomes a gate that fails with the reason. Regular
+//! expressions and JSON schemas are compiled once, on the first check, on a
+//! blocking thread (`spawn_blocking`) under [`GateOptions::compile_timeout`],
+//! and kept: in the gate, and in a small process-wide cache keyed by the
+//! spec's content, so a manager that builds a task's chain for every result
+//! compiles each once. Their checks run on a blocking thread too. A pattern
+//! or schema that does not compile, or not in time, fails its gate with the
+//! reason; a compilation that overran goes on in the background and is
+//! bounded by the same limits.
+//!
+//! **Command gates** run a program only when this process allows it
+//! ([`CommandPolicy`]: none by default, or a list of programs), with the
+//! minimal environment and the limits of every child process
+//! ([`crate::tools::shell`]), in the worker's workspace or, on a manager, in
+//! a temporary folder made for the check.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::ControlFlow;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use sha2::Digest;
+use swarm_common::Limits;
 
 use crate::tools::shell::run_command;
 
@@ -70,20 +91,73 @@ pub struct GateError {
 
 pub use swarm_common::gates::GateSpec;
 
+/// Which programs `command` gates may run on this process.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum CommandPolicy {
+    /// None: a command gate fails, saying so (the default). A spec arrives
+    /// over the network and must not run programs unless the operator
+    /// allowed them.
+    #[default]
+    Refuse,
+    /// Only these programs, each named exactly as the gate names it (`jq`,
+    /// `/usr/local/bin/check-report`). A gate naming another program fails
+    /// with the reason and nothing runs. Allow only checkers whose arguments
+    /// cannot make them run code: the arguments come from the plan, so
+    /// allowing `sh` or `python3` allows anything.
+    Allow(BTreeSet<String>),
+    /// Any program (`--allow-command-gates`). **Unsafe**: whoever can submit
+    /// a mission can run any program on this host, as this process's user.
+    /// For development only.
+    Any,
+}
+
+impl CommandPolicy {
+    /// Why `program` may not run, if it may not.
+    fn refusal(&self, program: &str) -> Option<String> {
+        match self {
+            CommandPolicy::Any => None,
+            CommandPolicy::Refuse => Some("command gates are disabled on this process".into()),
+            CommandPolicy::Allow(programs) if programs.contains(program) => None,
+            CommandPolicy::Allow(programs) => Some(format!(
+                "program {:?} is not on this process's command-gate allow-list ({}); it was not run",
+                crate::agent_loop::shorten(program, 80),
+                programs.iter().cloned().collect::<Vec<_>>().join(", ")
+            )),
+        }
+    }
+}
+
 /// How gates are built on this process.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct GateOptions {
-    /// Whether [`GateSpec::Command`] may run programs. Off by default: a
-    /// spec that arrives over the network must not run commands on a worker
-    /// unless its operator allowed it.
-    pub allow_commands: bool,
-    /// Where command gates run (the current directory when `None`).
+    /// Which programs command gates may run.
+    pub commands: CommandPolicy,
+    /// Where command gates run: the worker's workspace; `None` makes a
+    /// temporary folder for each check (a manager's).
     pub command_dir: Option<std::path::PathBuf>,
+    /// The bounds gates are built within (checked again here; see the
+    /// module's doc).
+    pub limits: Limits,
+    /// How long compiling one pattern or schema, or checking one output
+    /// against it, may take before its gate fails.
+    pub compile_timeout: Duration,
+}
+
+impl Default for GateOptions {
+    fn default() -> Self {
+        GateOptions {
+            commands: CommandPolicy::Refuse,
+            command_dir: None,
+            limits: Limits::default(),
+            compile_timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 /// Makes a [`Gate`] of its description.
 pub trait BuildGate {
-    /// Builds the gate.
+    /// Builds the gate. Cheap: patterns and schemas are compiled on the
+    /// first check.
     fn build(&self, options: &GateOptions) -> Result<Arc<dyn Gate>, GateError>;
 }
 
@@ -93,13 +167,19 @@ impl BuildGate for GateSpec {
             gate: self.name(),
             message,
         };
+        swarm_common::gates::check_gate(self, &options.limits).map_err(|e| err(e.message))?;
         Ok(match self {
-            GateSpec::JsonSchema { schema } => Arc::new(JsonSchemaGate::new(schema).map_err(err)?),
+            GateSpec::JsonSchema { schema } => Arc::new(JsonSchemaGate::new(schema, options)),
             GateSpec::Regex {
                 pattern,
                 forbid,
                 description,
-            } => Arc::new(RegexGate::new(pattern, *forbid, description.clone()).map_err(err)?),
+            } => Arc::new(RegexGate::new(
+                pattern,
+                *forbid,
+                description.clone(),
+                options,
+            )),
             GateSpec::Length {
                 min_chars,
                 max_chars,
@@ -115,13 +195,15 @@ impl BuildGate for GateSpec {
                 args,
                 timeout_secs,
             } => {
-                if !options.allow_commands {
-                    return Err(err("command gates are disabled on this process".to_string()));
+                if let Some(why) = options.commands.refusal(program) {
+                    return Err(err(why));
                 }
                 Arc::new(CommandGate {
                     program: program.clone(),
                     args: args.clone(),
-                    timeout: Duration::from_secs((*timeout_secs).max(1)),
+                    timeout: Duration::from_secs(
+                        (*timeout_secs).clamp(1, options.limits.task.max_command_gate_secs.max(1)),
+                    ),
                     dir: options.command_dir.clone(),
                 })
             }
@@ -164,19 +246,177 @@ pub fn strip_code_fence(output: &str) -> &str {
     }
 }
 
+// ---------------------------------------------------------------- compiled once
+
+/// A compiled regular expression or JSON schema.
+enum Artifact {
+    Regex(regex::Regex),
+    Schema(jsonschema::Validator),
+}
+
+/// One artifact, compiled at most once: the gates built from equal specs
+/// share it (through [`cached`]) and wait for the same compilation.
+#[derive(Clone)]
+struct Compiled {
+    cell: Arc<tokio::sync::OnceCell<Result<Arc<Artifact>, String>>>,
+    /// Its key in the cache.
+    digest: [u8; 32],
+}
+
+/// How many compiled artifacts the process keeps for gates built later.
+/// A regular expression at the size limits keeps about 2-4 MiB (its
+/// automata and match caches), a schema far less, so the cache holds at
+/// most about 64 MiB however many plans pass through.
+const CACHE_ENTRIES: usize = 16;
+
+type Cache = HashMap<[u8; 32], (Compiled, u64)>;
+
+/// Recently built artifacts by the digest of what they were built from,
+/// with the tick of their last use.
+static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
+static TICK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn with_cache<T>(f: impl FnOnce(&mut Cache) -> T) -> T {
+    let mut guard = CACHE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    f(guard.get_or_insert_with(HashMap::new))
+}
+
+/// The shared cell for `key` (what is compiled, and under which limits),
+/// made empty when the cache has none; the least recently used entry makes
+/// room. Gates keep their cells, so an entry dropped here stays alive for
+/// as long as a gate uses it.
+fn cached(key: &[u8]) -> Compiled {
+    let digest: [u8; 32] = sha2::Sha256::digest(key).into();
+    let tick = TICK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    with_cache(|map| {
+        if let Some((compiled, used)) = map.get_mut(&digest) {
+            *used = tick;
+            return compiled.clone();
+        }
+        if map.len() >= CACHE_ENTRIES
+            && let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| *k)
+        {
+            map.remove(&oldest);
+        }
+        let compiled = Compiled {
+            cell: Arc::default(),
+            digest,
+        };
+        map.insert(digest, (compiled.clone(), tick));
+        compiled
+    })
+}
+
+/// Runs `work` on a blocking thread, failing when it takes longer than
+/// `limit` (it then finishes in the background, unobserved) or panics.
+async fn off_thread<T: Send + 'static>(
+    what: &str,
+    limit: Duration,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    match tokio::time::timeout(limit, tokio::task::spawn_blocking(work)).await {
+        Ok(Ok(done)) => Ok(done),
+        Ok(Err(e)) => Err(format!("{what} failed: {e}")),
+        Err(_) => Err(format!("{what} took longer than {limit:?}")),
+    }
+}
+
+/// The artifact of `compiled`, compiled by `compile` off the async threads
+/// on first use. A failure is kept with the gate, so its checks fail at
+/// once. One that may pass on another try (too slow on a busy process, a
+/// panic) is also dropped from the cache, so that a chain built later tries
+/// again; an invalid pattern or schema stays cached, refused.
+async fn artifact(
+    compiled: &Compiled,
+    what: &str,
+    limit: Duration,
+    compile: impl FnOnce() -> Result<Artifact, String> + Send + 'static,
+) -> Result<Arc<Artifact>, String> {
+    compiled
+        .cell
+        .get_or_init(|| async move {
+            match off_thread(what, limit, compile).await {
+                Ok(done) => done.map(Arc::new),
+                Err(overrun) => {
+                    with_cache(|map| {
+                        if map
+                            .get(&compiled.digest)
+                            .is_some_and(|(c, _)| Arc::ptr_eq(&c.cell, &compiled.cell))
+                        {
+                            map.remove(&compiled.digest);
+                        }
+                    });
+                    Err(overrun)
+                }
+            }
+        })
+        .await
+        .clone()
+}
+
 // ---------------------------------------------------------------- JSON schema
 
 /// The output is JSON valid against a schema.
 pub struct JsonSchemaGate {
-    validator: jsonschema::Validator,
+    schema: Arc<serde_json::Value>,
+    compiled: Compiled,
+    limits: Limits,
+    timeout: Duration,
 }
 
 impl JsonSchemaGate {
-    /// A gate for `schema`; an invalid schema is an error.
-    pub fn new(schema: &serde_json::Value) -> Result<JsonSchemaGate, String> {
-        let validator =
-            jsonschema::validator_for(schema).map_err(|e| format!("invalid schema: {e}"))?;
-        Ok(JsonSchemaGate { validator })
+    /// A gate for `schema`, compiled on its first check. Patterns in the
+    /// schema use the `regex` crate (linear-time matching; no look-around
+    /// or back-references), within the limits' compiled sizes.
+    pub fn new(schema: &serde_json::Value, options: &GateOptions) -> JsonSchemaGate {
+        let limits = options.limits.clone();
+        let key = serde_json::to_vec(&(
+            "json_schema",
+            limits.task.max_regex_compiled_bytes,
+            limits.task.max_regex_dfa_bytes,
+            schema,
+        ))
+        .unwrap_or_default();
+        JsonSchemaGate {
+            schema: Arc::new(schema.clone()),
+            compiled: cached(&key),
+            limits,
+            timeout: options.compile_timeout,
+        }
+    }
+
+    async fn validator(&self) -> Result<Arc<Artifact>, String> {
+        let schema = Arc::clone(&self.schema);
+        let limits = self.limits.clone();
+        artifact(
+            &self.compiled,
+            "compiling the schema",
+            self.timeout,
+            move || {
+                // `new` is public: a gate made without `build` is bounded too.
+                swarm_common::gates::check_schema(&schema, &limits).map_err(|e| e.message)?;
+                jsonschema::options()
+                    .with_pattern_options(
+                        jsonschema::PatternOptions::regex()
+                            .size_limit(limits.task.max_regex_compiled_bytes)
+                            .dfa_size_limit(limits.task.max_regex_dfa_bytes),
+                    )
+                    .build(&schema)
+                    .map(Artifact::Schema)
+                    .map_err(|e| {
+                        format!(
+                            "invalid schema: {}",
+                            crate::agent_loop::shorten(&e.to_string(), 300)
+                        )
+                    })
+            },
+        )
+        .await
     }
 }
 
@@ -187,19 +427,31 @@ impl Gate for JsonSchemaGate {
     }
 
     async fn check(&self, output: &str) -> GateCheck {
-        let value: serde_json::Value = match serde_json::from_str(strip_code_fence(output)) {
-            Ok(v) => v,
-            Err(e) => return GateCheck::fail(format!("the output is not valid JSON: {e}")),
+        let compiled = match self.validator().await {
+            Ok(c) => c,
+            Err(why) => return GateCheck::fail(format!("the gate cannot run: {why}")),
         };
-        let errors = schema_errors(&self.validator, &value);
-        if errors.is_empty() {
-            GateCheck::pass()
-        } else {
-            GateCheck::fail(format!(
-                "the JSON does not match the schema: {}",
-                errors.join("; ")
-            ))
-        }
+        let output = output.to_string();
+        let checked = off_thread("checking the output", self.timeout, move || {
+            let Artifact::Schema(validator) = compiled.as_ref() else {
+                return GateCheck::fail("the gate cannot run: its schema did not compile");
+            };
+            let value: serde_json::Value = match serde_json::from_str(strip_code_fence(&output)) {
+                Ok(v) => v,
+                Err(e) => return GateCheck::fail(format!("the output is not valid JSON: {e}")),
+            };
+            let errors = schema_errors(validator, &value);
+            if errors.is_empty() {
+                GateCheck::pass()
+            } else {
+                GateCheck::fail(format!(
+                    "the JSON does not match the schema: {}",
+                    errors.join("; ")
+                ))
+            }
+        })
+        .await;
+        checked.unwrap_or_else(|why| GateCheck::fail(format!("the gate cannot run: {why}")))
     }
 }
 
@@ -207,27 +459,64 @@ impl Gate for JsonSchemaGate {
 
 /// The output matches (or must not match) a regular expression.
 pub struct RegexGate {
-    regex: regex::Regex,
+    pattern: String,
     forbid: bool,
     description: Option<String>,
+    compiled: Compiled,
+    limits: Limits,
+    timeout: Duration,
 }
 
 impl RegexGate {
-    /// A gate for `pattern`.
+    /// A gate for `pattern`, compiled on its first check within the limits'
+    /// compiled sizes ([`swarm_common::limits::TaskLimits::max_regex_compiled_bytes`],
+    /// [`swarm_common::limits::TaskLimits::max_regex_dfa_bytes`]).
     pub fn new(
         pattern: &str,
         forbid: bool,
         description: Option<String>,
-    ) -> Result<RegexGate, String> {
-        let regex = regex::RegexBuilder::new(pattern)
-            .size_limit(1 << 20)
-            .build()
-            .map_err(|e| format!("invalid pattern: {e}"))?;
-        Ok(RegexGate {
-            regex,
+        options: &GateOptions,
+    ) -> RegexGate {
+        let limits = options.limits.clone();
+        let key = serde_json::to_vec(&(
+            "regex",
+            limits.task.max_regex_compiled_bytes,
+            limits.task.max_regex_dfa_bytes,
+            pattern,
+        ))
+        .unwrap_or_default();
+        RegexGate {
+            pattern: pattern.to_string(),
             forbid,
             description,
-        })
+            compiled: cached(&key),
+            limits,
+            timeout: options.compile_timeout,
+        }
+    }
+
+    async fn regex(&self) -> Result<Arc<Artifact>, String> {
+        let pattern = self.pattern.clone();
+        let limits = self.limits.clone();
+        artifact(
+            &self.compiled,
+            "compiling the pattern",
+            self.timeout,
+            move || {
+                regex::RegexBuilder::new(&pattern)
+                    .size_limit(limits.task.max_regex_compiled_bytes)
+                    .dfa_size_limit(limits.task.max_regex_dfa_bytes)
+                    .build()
+                    .map(Artifact::Regex)
+                    .map_err(|e| {
+                        format!(
+                            "invalid pattern: {}",
+                            crate::agent_loop::shorten(&e.to_string(), 300)
+                        )
+                    })
+            },
+        )
+        .await
     }
 }
 
@@ -237,28 +526,40 @@ impl Gate for RegexGate {
         format!(
             "regex{}({})",
             if self.forbid { "_forbid" } else { "" },
-            self.regex.as_str()
+            self.pattern
         )
     }
 
     async fn check(&self, output: &str) -> GateCheck {
+        let compiled = match self.regex().await {
+            Ok(c) => c,
+            Err(why) => return GateCheck::fail(format!("the gate cannot run: {why}")),
+        };
         let what = self
             .description
             .as_deref()
             .map(|d| format!(" ({d})"))
             .unwrap_or_default();
-        match (self.regex.find(output), self.forbid) {
-            (None, false) => GateCheck::fail(format!(
-                "the output does not match the required pattern /{}/{what}",
-                self.regex.as_str()
-            )),
-            (Some(m), true) => GateCheck::fail(format!(
-                "the output contains {:?}, which the pattern /{}/ forbids{what}",
-                crate::agent_loop::shorten(m.as_str(), 200),
-                self.regex.as_str()
-            )),
-            _ => GateCheck::pass(),
-        }
+        let pattern = self.pattern.clone();
+        let forbid = self.forbid;
+        let output = output.to_string();
+        let checked = off_thread("matching the output", self.timeout, move || {
+            let Artifact::Regex(regex) = compiled.as_ref() else {
+                return GateCheck::fail("the gate cannot run: its pattern did not compile");
+            };
+            match (regex.find(&output), forbid) {
+                (None, false) => GateCheck::fail(format!(
+                    "the output does not match the required pattern /{pattern}/{what}"
+                )),
+                (Some(m), true) => GateCheck::fail(format!(
+                    "the output contains {:?}, which the pattern /{pattern}/ forbids{what}",
+                    crate::agent_loop::shorten(m.as_str(), 200),
+                )),
+                _ => GateCheck::pass(),
+            }
+        })
+        .await;
+        checked.unwrap_or_else(|why| GateCheck::fail(format!("the gate cannot run: {why}")))
     }
 }
 
@@ -508,7 +809,9 @@ impl Gate for SqlGate {
 // ---------------------------------------------------------------- command
 
 /// An external command judges the output: it reads it on stdin, exits 0 to
-/// pass, and explains a failure on stderr.
+/// pass, and explains a failure on stderr. It runs like every child process
+/// ([`crate::tools::shell`]): a minimal environment, its own process group,
+/// killed after `timeout`.
 #[derive(Debug, Clone)]
 pub struct CommandGate {
     /// The program.
@@ -517,7 +820,8 @@ pub struct CommandGate {
     pub args: Vec<String>,
     /// How long it may run.
     pub timeout: Duration,
-    /// Where it runs (the current directory when `None`).
+    /// Where it runs (also its `HOME`); `None` makes a temporary folder for
+    /// each check, removed after it.
     pub dir: Option<std::path::PathBuf>,
 }
 
@@ -528,14 +832,25 @@ impl Gate for CommandGate {
     }
 
     async fn check(&self, output: &str) -> GateCheck {
-        let dir = self
-            .dir
-            .clone()
-            .unwrap_or_else(|| std::path::PathBuf::from("."));
+        let scratch;
+        let dir = match &self.dir {
+            Some(dir) => dir.as_path(),
+            None => match tempfile::Builder::new().prefix("swarm-gate-").tempdir() {
+                Ok(made) => {
+                    scratch = made;
+                    scratch.path()
+                }
+                Err(e) => {
+                    return GateCheck::fail(format!(
+                        "the check could not run: no temporary folder: {e}"
+                    ));
+                }
+            },
+        };
         match run_command(
             &self.program,
             &self.args,
-            &dir,
+            dir,
             Some(output),
             self.timeout,
             MAX_REASON_BYTES,
@@ -562,7 +877,9 @@ impl Gate for CommandGate {
 
 // ---------------------------------------------------------------- chain
 
-/// Several gates, run in order; every verdict is kept.
+/// Several gates, run in order; every verdict is kept. Build it once per
+/// task run and check every answer with it: its patterns and schemas are
+/// compiled on the first check and kept.
 #[derive(Clone, Default)]
 pub struct GateChain {
     gates: Vec<Arc<dyn Gate>>,
@@ -582,17 +899,49 @@ impl GateChain {
         GateChain { gates }
     }
 
-    /// A chain built from specs. A spec that cannot be built becomes a gate
-    /// that always fails with the reason, so a bad spec is reported, never
-    /// silently skipped.
+    /// A chain built from specs, within `options.limits`. A spec that
+    /// cannot be built becomes a gate that always fails with the reason, so
+    /// a bad spec is reported, never silently skipped; more gates, or more
+    /// regular expressions, than a task may have make a chain of one such
+    /// gate. Cheap: nothing is compiled until the first check.
     pub fn from_specs(specs: &[GateSpec], options: &GateOptions) -> GateChain {
-        let gates = specs
-            .iter()
-            .map(|spec| match spec.build(options) {
+        let limits = &options.limits;
+        let refuse = |gate: &str, message: String| GateChain {
+            gates: vec![Arc::new(Broken(GateError {
+                gate: gate.to_string(),
+                message,
+            })) as Arc<dyn Gate>],
+        };
+        if specs.len() > limits.task.max_gates_per_task {
+            return refuse(
+                "gates",
+                format!(
+                    "the task has {} gates; the limit is {}",
+                    specs.len(),
+                    limits.task.max_gates_per_task
+                ),
+            );
+        }
+        let mut regexes = 0;
+        let mut gates = Vec::with_capacity(specs.len());
+        for spec in specs {
+            if let Ok(n) = swarm_common::gates::check_gate(spec, limits) {
+                regexes += n;
+            }
+            gates.push(match spec.build(options) {
                 Ok(gate) => gate,
                 Err(e) => Arc::new(Broken(e)) as Arc<dyn Gate>,
-            })
-            .collect();
+            });
+        }
+        if regexes > limits.task.max_regexes_per_task {
+            return refuse(
+                "gates",
+                format!(
+                    "the task's gates use {regexes} regular expressions; the limit is {}",
+                    limits.task.max_regexes_per_task
+                ),
+            );
+        }
         GateChain { gates }
     }
 
@@ -633,8 +982,8 @@ mod tests {
 
     async fn check(spec: GateSpec, output: &str) -> GateCheck {
         spec.build(&GateOptions {
-            allow_commands: true,
-            command_dir: None,
+            commands: CommandPolicy::Any,
+            ..GateOptions::default()
         })
         .unwrap()
         .check(output)
@@ -651,12 +1000,28 @@ mod tests {
         assert!(!c.passed && c.reason.contains("/n"), "{}", c.reason);
         let c = check(spec, "n is 3").await;
         assert!(c.reason.contains("not valid JSON"), "{}", c.reason);
-        assert!(
+        // An invalid schema fails its gate, saying why, on the first check.
+        let c = check(
             GateSpec::JsonSchema {
-                schema: json!({"type": 5})
-            }
-            .build(&GateOptions::default())
-            .is_err()
+                schema: json!({"type": 5}),
+            },
+            "1",
+        )
+        .await;
+        assert!(
+            !c.passed && c.reason.contains("invalid schema"),
+            "{}",
+            c.reason
+        );
+        // Schema patterns use the linear-time engine: look-around is refused.
+        let spec = GateSpec::JsonSchema {
+            schema: json!({"type": "string", "pattern": "^(?=a)a"}),
+        };
+        let c = check(spec, "\"a\"").await;
+        assert!(
+            !c.passed && c.reason.contains("invalid schema"),
+            "{}",
+            c.reason
         );
     }
 
@@ -771,6 +1136,216 @@ mod tests {
         let chain = GateChain::from_specs(&[spec("true")], &GateOptions::default());
         let verdicts = chain.check("x").await;
         assert!(!verdicts[0].1.passed && verdicts[0].1.reason.contains("disabled"));
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_command_gate_runs_only_an_allowed_program_in_its_folder() {
+        let workspace = tempfile::tempdir().unwrap();
+        let marker = workspace.path().join("ran");
+        let options = |dir: Option<std::path::PathBuf>| GateOptions {
+            commands: CommandPolicy::Allow(["pwd".to_string()].into()),
+            command_dir: dir,
+            ..GateOptions::default()
+        };
+        // Off the allow-list: the gate fails with the reason and nothing runs.
+        let touch = GateSpec::Command {
+            program: "touch".into(),
+            args: vec![marker.display().to_string()],
+            timeout_secs: 5,
+        };
+        let chain = GateChain::from_specs(&[touch], &options(Some(workspace.path().to_path_buf())));
+        let verdicts = chain.check("x").await;
+        assert!(!verdicts[0].1.passed);
+        assert!(
+            verdicts[0]
+                .1
+                .reason
+                .contains("\"touch\" is not on this process's command-gate allow-list"),
+            "{}",
+            verdicts[0].1.reason
+        );
+        assert!(!marker.exists(), "a refused program ran");
+        // On the list: it runs in the workspace, with it as HOME.
+        let pwd = CommandGate {
+            program: "sh".into(),
+            args: vec!["-c".into(), "echo \"$(pwd) $HOME\" >&2; exit 1".into()],
+            timeout: Duration::from_secs(5),
+            dir: Some(workspace.path().to_path_buf()),
+        };
+        let c = pwd.check("").await;
+        let root = workspace.path().canonicalize().unwrap();
+        assert!(
+            c.reason.contains(&root.display().to_string()),
+            "{}",
+            c.reason
+        );
+        // A manager's (no folder): a temporary one, removed after the check.
+        let c = CommandGate { dir: None, ..pwd }.check("").await;
+        let used = c
+            .reason
+            .rsplit(": ")
+            .next()
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .to_string();
+        assert!(used.contains("swarm-gate-"), "{}", c.reason);
+        assert!(
+            !std::path::Path::new(&used).exists(),
+            "{used} was left behind"
+        );
+        let allowed = GateSpec::Command {
+            program: "pwd".into(),
+            args: vec![],
+            timeout_secs: 5,
+        };
+        let verdicts = GateChain::from_specs(&[allowed], &options(None))
+            .check("x")
+            .await;
+        assert!(verdicts[0].1.passed, "{}", verdicts[0].1.reason);
+    }
+
+    /// Plans that never went through intake (built directly, or from a
+    /// tampered message): the builder bounds them itself, and each fails
+    /// its gate with the reason, quickly, instead of taking the process down.
+    #[tokio::test]
+    async fn the_builder_bounds_what_intake_would_refuse() {
+        let mut deep = json!({"type": "integer"});
+        for _ in 0..90 {
+            deep = json!({ "not": deep });
+        }
+        let cycle = json!({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"});
+        let started = std::time::Instant::now();
+        for (schema, why) in [(deep, "levels deep"), (cycle, "leads back")] {
+            let chain =
+                GateChain::from_specs(&[GateSpec::JsonSchema { schema }], &GateOptions::default());
+            let verdicts = chain.check("{}").await;
+            assert!(!verdicts[0].1.passed);
+            assert!(
+                verdicts[0].1.reason.contains(why),
+                "{}",
+                verdicts[0].1.reason
+            );
+        }
+        let regex = |i: usize| GateSpec::Regex {
+            pattern: format!("x{i}"),
+            forbid: false,
+            description: None,
+        };
+        let many: Vec<GateSpec> = (0..6000).map(regex).collect();
+        let verdicts = GateChain::from_specs(&many, &GateOptions::default())
+            .check("x1")
+            .await;
+        assert_eq!(verdicts.len(), 1);
+        assert!(
+            verdicts[0].1.reason.contains("6000 gates"),
+            "{}",
+            verdicts[0].1.reason
+        );
+        let huge = GateSpec::Regex {
+            pattern: r"\w{1000}".into(),
+            forbid: false,
+            description: None,
+        };
+        let c = check(huge, "x").await;
+        assert!(
+            !c.passed && c.reason.contains("invalid pattern"),
+            "{}",
+            c.reason
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    /// The most regular expressions a task may have, each near the compiled
+    /// size limit (`\w` is Unicode-wide), checked against the largest
+    /// result: compiled once, off the async thread, in bounded time; the
+    /// second check reuses them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_most_regex_gates_check_in_bounded_time() {
+        let limits = Limits::default();
+        let n = limits
+            .task
+            .max_gates_per_task
+            .min(limits.task.max_regexes_per_task);
+        let specs: Vec<GateSpec> = (0..n)
+            .map(|i| GateSpec::Regex {
+                pattern: format!(r"\w{{16}}-bounded-{i}"),
+                forbid: i % 2 == 1,
+                description: None,
+            })
+            .collect();
+        assert!(swarm_common::gates::check_gates(&specs, &limits).is_ok());
+        let output = "word ".repeat(limits.max_result_bytes / 5);
+        let chain = GateChain::from_specs(&specs, &GateOptions::default());
+        let started = std::time::Instant::now();
+        let first = chain.check(&output).await;
+        let compiled_and_checked = started.elapsed();
+        assert_eq!(first.len(), n);
+        assert!(
+            first.iter().all(|(_, c)| !c.reason.contains("cannot run")),
+            "{first:?}"
+        );
+        let started = std::time::Instant::now();
+        let second = chain.check(&output).await;
+        let checked = started.elapsed();
+        assert_eq!(first, second);
+        eprintln!(
+            "{n} regex gates on {} bytes: compiled and checked in {compiled_and_checked:?}, \
+             checked again in {checked:?}",
+            output.len()
+        );
+        // Debug builds are slow; release takes about a tenth of these.
+        assert!(
+            compiled_and_checked < Duration::from_secs(20),
+            "{compiled_and_checked:?}"
+        );
+        assert!(checked < Duration::from_secs(5), "{checked:?}");
+        assert!(
+            checked < compiled_and_checked,
+            "{checked:?} then {compiled_and_checked:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn equal_specs_share_one_compilation() {
+        let options = GateOptions::default();
+        let a = RegexGate::new("^shared-[0-9]+$", false, None, &options);
+        let b = RegexGate::new("^shared-[0-9]+$", false, None, &options);
+        assert!(Arc::ptr_eq(&a.compiled.cell, &b.compiled.cell));
+        assert!(a.check("shared-42").await.passed);
+        assert!(
+            b.compiled.cell.get().is_some(),
+            "b did not see a's compilation"
+        );
+        let other = RegexGate::new("^shared-[0-9]+$", true, None, &options);
+        assert!(!other.check("shared-1").await.passed);
+    }
+
+    #[tokio::test]
+    async fn a_compilation_over_its_time_fails_the_gate() {
+        let options = GateOptions {
+            compile_timeout: Duration::from_nanos(1),
+            ..GateOptions::default()
+        };
+        let spec = GateSpec::JsonSchema {
+            schema: json!({"description": "a schema no other test uses", "type": "object"}),
+        };
+        let gate = spec.build(&options).unwrap();
+        let c = gate.check("{}").await;
+        assert!(
+            !c.passed && c.reason.contains("took longer than"),
+            "{}",
+            c.reason
+        );
+        // A later chain tries again (the slow try left the cache).
+        let again = spec.build(&GateOptions::default()).unwrap();
+        assert!(again.check("{}").await.passed);
     }
 
     #[test]

@@ -6,9 +6,17 @@
 //! like paths) so that what the offline provider will do is predictable from
 //! the task's wording. Keywords are ASCII, so matching works on an
 //! ASCII-lowercased copy whose byte offsets equal the original's.
+//!
+//! Every function here does work linear in its text (a mission may be
+//! 256 KB, and the boss plans it on its one thread): a keyword is tested
+//! where it may start, never searched for again from every position, and
+//! nothing rescans the rest of a text for each of its words or clauses
+//! (`planner::tests::planning_is_linear_in_the_missions_length`).
+
+use std::collections::HashSet;
 
 /// What a `count` or `checksum` should measure.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Target {
     /// A file in the workspace.
     Path(String),
@@ -21,7 +29,7 @@ pub(crate) enum Target {
 }
 
 /// One thing the task asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Intent {
     /// Evaluate an arithmetic expression.
     Calc(String),
@@ -166,6 +174,17 @@ fn find_phrase(lower: &str, phrase: &str, from: usize) -> Option<usize> {
     None
 }
 
+/// Whether `phrase` stands at byte `at` of `lower` on word boundaries: a
+/// test of one position, where [`find_phrase`] searches the rest.
+fn phrase_at(lower: &str, at: usize, phrase: &str) -> bool {
+    let bytes = lower.as_bytes();
+    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let end = at + phrase.len();
+    lower.get(at..).is_some_and(|rest| rest.starts_with(phrase))
+        && (at == 0 || !is_word(bytes[at - 1]))
+        && (end >= bytes.len() || !is_word(bytes[end]))
+}
+
 fn has_phrase(lower: &str, phrase: &str) -> bool {
     find_phrase(lower, phrase, 0).is_some()
 }
@@ -183,7 +202,25 @@ fn closing_quote(open: char) -> Option<char> {
 /// quote opens only after a space or at the start, so "what's" is no quote).
 /// Returns the inner text and the byte offset just after the closing quote.
 fn first_quoted(text: &str) -> Option<(String, usize)> {
+    const MARKS: [char; 4] = ['"', '”', '`', '\''];
     let chars: Vec<(usize, char)> = text.char_indices().collect();
+    // A quote mark that can close: a closing single quote must end a word,
+    // so "don't" does not close.
+    let closes = |k: usize| {
+        chars[k].1 != '\'' || chars.get(k + 1).is_none_or(|&(_, n)| !n.is_alphanumeric())
+    };
+    // Where the last mark of each kind that can close is: an opening quote
+    // before it has a closing one, any later has none. One pass from the
+    // end, instead of a search to the end from every opening quote.
+    let mut last = [None; 4];
+    for k in (0..chars.len()).rev() {
+        if let Some(m) = MARKS.iter().position(|&q| q == chars[k].1)
+            && last[m].is_none()
+            && closes(k)
+        {
+            last[m] = Some(k);
+        }
+    }
     for (k, &(i, c)) in chars.iter().enumerate() {
         let close = match c {
             '\'' => {
@@ -198,23 +235,15 @@ fn first_quoted(text: &str) -> Option<(String, usize)> {
                 None => continue,
             },
         };
+        let m = MARKS.iter().position(|&q| q == close)?;
+        let Some(end) = last[m].filter(|&l| l > k) else {
+            continue;
+        };
+        // The first mark that closes it: searched once, since this returns.
+        let j = (k + 1..=end).find(|&j| chars[j].1 == close && closes(j))?;
+        let (at, d) = chars[j];
         let inner_start = i + c.len_utf8();
-        for &(j, d) in &chars[k + 1..] {
-            if d != close {
-                continue;
-            }
-            let after = j + d.len_utf8();
-            // A closing single quote must end a word, so "don't" does not close.
-            if close == '\''
-                && text[after..]
-                    .chars()
-                    .next()
-                    .is_some_and(|n| n.is_alphanumeric())
-            {
-                continue;
-            }
-            return Some((text[inner_start..j].to_string(), after));
-        }
+        return Some((text[inner_start..at].to_string(), at + d.len_utf8()));
     }
     None
 }
@@ -244,15 +273,16 @@ fn split_words(text: &str, and_verbs: bool) -> Vec<String> {
         if !at_boundary {
             continue;
         }
-        let cut = if find_phrase(&lower[i..], "then", 0) == Some(0) {
+        let cut = if phrase_at(&lower, i, "then") {
             Some(4)
-        } else if and_verbs && find_phrase(&lower[i..], "and", 0) == Some(0) {
+        } else if and_verbs && phrase_at(&lower, i, "and") {
             let next = lower[i + 3..].split_whitespace().next().unwrap_or("");
             let next = next.trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '\'');
             // "count and checksum a.txt" is one request with two verbs; "count
-            // the words in a.md and compute 6*7" is two.
-            let left_words = text[start..i].split_whitespace().count();
-            (VERBS.contains(&next) && left_words >= 2).then_some(3)
+            // the words in a.md and compute 6*7" is two. Two words are enough
+            // to know, and counting no further keeps this linear.
+            (VERBS.contains(&next) && text[start..i].split_whitespace().take(2).count() >= 2)
+                .then_some(3)
         } else {
             None
         };
@@ -274,17 +304,20 @@ fn split_words(text: &str, and_verbs: bool) -> Vec<String> {
 }
 
 /// Trims a piece cut at "then": spaces, joining commas and semicolons, and a
-/// dangling "and".
+/// dangling "and". Each "and" is compared in place, so a piece of many costs
+/// what it is long.
 fn clean_piece(piece: &str) -> String {
     let mut p = piece.trim().trim_matches(|c| c == ',' || c == ';').trim();
     loop {
-        let lower = p.to_ascii_lowercase();
-        if lower.ends_with(" and") || lower == "and" {
+        let b = p.as_bytes();
+        if b.eq_ignore_ascii_case(b"and")
+            || (b.len() > 3 && b[b.len() - 4..].eq_ignore_ascii_case(b" and"))
+        {
             p = p[..p.len() - 3]
                 .trim_end()
                 .trim_end_matches([',', ';'])
                 .trim_end();
-        } else if lower.starts_with("and ") {
+        } else if b.len() >= 4 && b[..4].eq_ignore_ascii_case(b"and ") {
             p = p[4..].trim_start();
         } else {
             break;
@@ -445,9 +478,10 @@ fn looks_like_path(token: &str) -> bool {
 /// The paths a text mentions, in order, without repeats.
 pub(crate) fn path_tokens(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
     for token in text.split_whitespace() {
         let t = clean_token(token);
-        if looks_like_path(t) && !out.iter().any(|o| o == t) {
+        if looks_like_path(t) && seen.insert(t) {
             out.push(t.to_string());
         }
     }
@@ -786,14 +820,20 @@ fn targets(clause: &str, lower: &str, last_path: Option<&str>) -> Vec<Target> {
 /// The requests in a task, in the order they appear.
 pub(crate) fn recognise(text: &str) -> Vec<Intent> {
     let mut intents: Vec<Intent> = Vec::new();
+    let mut seen: HashSet<Intent> = HashSet::new();
     let mut last_path: Option<String> = None;
     for sentence in clauses(text) {
+        let paths: Vec<Vec<String>> = sentence.iter().map(|c| path_tokens(c)).collect();
+        // The first path of the clauses after each one, from the end back.
+        let mut later_paths: Vec<Option<&String>> = vec![None; sentence.len()];
+        for k in (0..sentence.len().saturating_sub(1)).rev() {
+            later_paths[k] = paths[k + 1].first().or(later_paths[k + 1]);
+        }
         for (k, clause) in sentence.iter().enumerate() {
             let mut found = clause_intents(clause, last_path.as_deref());
             // "count the words and checksum a.txt": a measurement that names
             // nothing takes the next path of its sentence.
-            let later_path = sentence[k + 1..].iter().flat_map(|c| path_tokens(c)).next();
-            if let Some(p) = later_path {
+            if let Some(p) = later_paths[k] {
                 for intent in &mut found {
                     if let Intent::Count(t) | Intent::Checksum(t) = intent
                         && *t == Target::Unspecified
@@ -802,11 +842,11 @@ pub(crate) fn recognise(text: &str) -> Vec<Intent> {
                     }
                 }
             }
-            if let Some(p) = path_tokens(clause).pop() {
-                last_path = Some(p);
+            if let Some(p) = paths[k].last() {
+                last_path = Some(p.clone());
             }
             for intent in found {
-                if !intents.contains(&intent) {
+                if seen.insert(intent.clone()) {
                     intents.push(intent);
                 }
             }

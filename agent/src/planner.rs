@@ -519,6 +519,84 @@ mod tests {
         plan
     }
 
+    /// Missions of about `bytes` bytes in the shapes that made the planner
+    /// rescan the text: one long line without "then", a line of many
+    /// "then"s, many short lines, unclosed quotes, "and" after "and", long
+    /// runs of arithmetic, many paths in one clause.
+    fn large_missions(bytes: usize) -> Vec<(&'static str, String)> {
+        let fill = |unit: &str| {
+            let mut s = unit.repeat(bytes / unit.len() + 1);
+            let end = (0..=bytes)
+                .rev()
+                .find(|&i| s.is_char_boundary(i))
+                .unwrap_or(0);
+            s.truncate(end);
+            s
+        };
+        vec![
+            (
+                "one long line",
+                fill("count the words in notes.txt and the lines of it, "),
+            ),
+            ("many thens", fill("read a.txt then ")),
+            ("many lines", fill("- count the words in notes.txt\n")),
+            ("numbered steps", fill("1. compute 2 + 2\n")),
+            ("unclosed single quotes", fill("echo 'a 'b ")),
+            ("unclosed curly quotes", fill("say “a ")),
+            ("and and", fill("and ")),
+            ("arithmetic", format!("what is {}", fill("1 + ( "))),
+            ("many paths", fill("count a1.txt b2.md c3.rs ")),
+            ("context words", fill("the previous result ")),
+            ("grep words", format!("grep for {}", fill("x "))),
+            ("list words", format!("list {}", fill("in the "))),
+        ]
+    }
+
+    /// CPU time this thread has used: what the planner spends, whatever else
+    /// the machine runs (tests run side by side; a shared machine is busy).
+    /// Wall time where Linux's per-thread figure is not at hand.
+    fn thread_time(wall: std::time::Instant) -> std::time::Duration {
+        std::fs::read_to_string("/proc/thread-self/schedstat")
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .map(std::time::Duration::from_nanos)
+            .unwrap_or_else(|| wall.elapsed())
+    }
+
+    /// The time `offline_plan` takes on `mission`.
+    fn plan_time(mission: &str) -> (std::time::Duration, usize) {
+        let wall = std::time::Instant::now();
+        let before = thread_time(wall);
+        let plan = offline_plan(mission, &tools());
+        (thread_time(wall) - before, plan.tasks.len())
+    }
+
+    /// The offline planner does work linear in the mission's length: a
+    /// 256 KB mission (the most `boss.missions` accepts) of any shape plans
+    /// in well under a second of CPU, in debug builds too (the quadratic
+    /// planner took about 10 s on one in release, a minute in debug), and
+    /// four times the text takes about four times as long, not sixteen.
+    #[test]
+    fn planning_is_linear_in_the_missions_length() {
+        let quarter: Vec<_> = large_missions(64 * 1024);
+        for ((shape, mission), (_, smaller)) in large_missions(256 * 1024).into_iter().zip(quarter)
+        {
+            let (took, tasks) = plan_time(&mission);
+            let (took_quarter, _) = plan_time(&smaller);
+            assert!(tasks > 0, "{shape}");
+            eprintln!("{shape}: {took:?} ({tasks} tasks); a quarter of it: {took_quarter:?}");
+            assert!(
+                took < std::time::Duration::from_secs(1),
+                "{shape}: {took:?}"
+            );
+            // Linear work grows 4 times; the quadratic planner's grew 16.
+            assert!(
+                took < took_quarter * 9 + std::time::Duration::from_millis(20),
+                "{shape}: {took_quarter:?} for 64 KB, {took:?} for 256 KB"
+            );
+        }
+    }
+
     fn deps(plan: &SwarmDeploymentPlan) -> Vec<(String, Vec<String>)> {
         plan.tasks
             .iter()

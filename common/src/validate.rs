@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use crate::error::{ErrorBody, ErrorCode};
+use crate::gates::excerpt;
 use crate::limits::Limits;
 use crate::messages::{SwarmDeploymentPlan, TaskDefinition};
 use crate::subjects::is_token;
@@ -48,8 +49,12 @@ pub fn expand_tasks(plan: &SwarmDeploymentPlan) -> Cow<'_, [TaskDefinition]> {
 
 /// Checks a plan against the rules and the limits: personas exist and are
 /// unique, pools and task ids are subject tokens, every task names a known
-/// persona and known dependencies, the graph has no cycle, and sizes are
-/// within the limits. The error names the first problem found.
+/// persona and known dependencies (each once), the graph has no cycle, and
+/// sizes are within the limits: prompts, titles, and every task's gates
+/// ([`crate::gates::check_gates`]: how many, their size, their schemas'
+/// depth, nodes and `$ref`s, their regular expressions, per task and in the
+/// whole plan). The error names the first problem found. The work is linear
+/// in the plan's size: nothing is compiled here.
 pub fn validate_plan(plan: &SwarmDeploymentPlan, limits: &Limits) -> Result<(), ErrorBody> {
     if plan.workers.is_empty() {
         return Err(invalid("the plan has no workers"));
@@ -82,8 +87,21 @@ pub fn validate_plan(plan: &SwarmDeploymentPlan, limits: &Limits) -> Result<(), 
         if !is_token(&w.pool) {
             return Err(invalid(format!(
                 "worker {:?} names pool {:?}: a pool is letters, digits, '-' or '_'",
-                w.name, w.pool
+                w.name,
+                excerpt(&w.pool, 60)
             )));
+        }
+        if w.role.len() > limits.task.max_title_bytes {
+            return Err(ErrorBody::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "worker {:?}'s role is {} bytes; the limit is {}",
+                    w.name,
+                    w.role.len(),
+                    limits.task.max_title_bytes
+                ),
+            )
+            .with_detail("limit", limits.task.max_title_bytes));
         }
         if w.system_prompt.len() > limits.max_prompt_bytes {
             return Err(invalid(format!(
@@ -106,11 +124,12 @@ pub fn validate_plan(plan: &SwarmDeploymentPlan, limits: &Limits) -> Result<(), 
         ));
     }
     let mut ids = HashSet::new();
+    let mut regexes = 0usize;
     for t in tasks.iter() {
         if !is_token(&t.task_id) {
             return Err(invalid(format!(
                 "task id {:?} must be 1 to 128 letters, digits, '-' or '_'",
-                t.task_id
+                excerpt(&t.task_id, 60)
             )));
         }
         if !ids.insert(t.task_id.as_str()) {
@@ -127,23 +146,63 @@ pub fn validate_plan(plan: &SwarmDeploymentPlan, limits: &Limits) -> Result<(), 
                 limits.max_prompt_bytes
             )));
         }
+        if t.title.len() > limits.task.max_title_bytes {
+            return Err(ErrorBody::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "task {:?}'s title is {} bytes; the limit is {}",
+                    t.task_id,
+                    t.title.len(),
+                    limits.task.max_title_bytes
+                ),
+            )
+            .with_detail("task_id", &t.task_id)
+            .with_detail("limit", limits.task.max_title_bytes));
+        }
         if !names.contains(t.assigned_to.as_str()) {
             return Err(invalid(format!(
                 "task {:?} is assigned to {:?}, which is not one of the plan's workers",
-                t.task_id, t.assigned_to
+                t.task_id,
+                excerpt(&t.assigned_to, 60)
             ))
             .with_detail("task_id", &t.task_id));
         }
+        let used = crate::gates::check_gates(&t.gates, limits).map_err(|e| ErrorBody {
+            message: format!("task {:?}: {}", t.task_id, e.message),
+            ..e.with_detail("task_id", &t.task_id)
+        })?;
+        regexes += used;
+        if regexes > limits.task.max_regexes_per_plan {
+            return Err(ErrorBody::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "the plan's gates use more than {} regular expressions",
+                    limits.task.max_regexes_per_plan
+                ),
+            )
+            .with_detail("limit", limits.task.max_regexes_per_plan));
+        }
     }
     for t in tasks.iter() {
+        let mut seen = HashSet::new();
         for d in &t.dependencies {
+            if !seen.insert(d.as_str()) {
+                return Err(invalid(format!(
+                    "task {:?} lists dependency {:?} twice",
+                    t.task_id,
+                    excerpt(d, 60)
+                ))
+                .with_detail("task_id", &t.task_id)
+                .with_detail("dependency", excerpt(d, 60)));
+            }
             if !ids.contains(d.as_str()) {
                 return Err(invalid(format!(
                     "task {:?} depends on {:?}, which is not a task of the plan",
-                    t.task_id, d
+                    t.task_id,
+                    excerpt(d, 60)
                 ))
                 .with_detail("task_id", &t.task_id)
-                .with_detail("dependency", d));
+                .with_detail("dependency", excerpt(d, 60)));
             }
         }
     }
@@ -300,6 +359,80 @@ mod tests {
         assert_eq!(tasks.len(), 1);
         assert_eq!(tasks[0].description, "d");
         assert!(validate_plan(&p, &Limits::default()).is_ok());
+    }
+
+    #[test]
+    fn duplicate_dependencies_and_long_titles_are_refused() {
+        let e = validate_plan(
+            &plan(vec![task("a", &[]), task("b", &["a", "a"])]),
+            &Limits::default(),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::ValidationFailed);
+        assert!(e.message.contains("twice"), "{}", e.message);
+        let mut t = task("a", &[]);
+        t.title = "t".repeat(Limits::default().task.max_title_bytes + 1);
+        let e = validate_plan(&plan(vec![t]), &Limits::default()).unwrap_err();
+        assert_eq!(e.code, ErrorCode::LimitExceeded);
+        assert!(e.message.contains("title"), "{}", e.message);
+        // A long unknown dependency is quoted only in part.
+        let e = validate_plan(
+            &plan(vec![task("a", &[&"z".repeat(10_000)])]),
+            &Limits::default(),
+        )
+        .unwrap_err();
+        assert!(e.message.len() < 200, "{}", e.message);
+    }
+
+    #[test]
+    fn gates_are_bounded_per_task_and_per_plan() {
+        use crate::gates::GateSpec;
+        let limits = Limits::default();
+        let regex = GateSpec::Regex {
+            pattern: "^ok".into(),
+            forbid: false,
+            description: None,
+        };
+        let mut t = task("a", &[]);
+        t.gates = vec![regex.clone(); 6000];
+        let e = validate_plan(&plan(vec![t]), &limits).unwrap_err();
+        assert_eq!(e.code, ErrorCode::LimitExceeded);
+        assert_eq!(e.details["task_id"], "a");
+        assert!(e.message.contains("6000 gates"), "{}", e.message);
+        // Within every task's bounds, but too many in the whole plan.
+        let per_task = limits.task.max_gates_per_task;
+        let tasks: Vec<TaskDefinition> = (0..limits.task.max_regexes_per_plan / per_task + 1)
+            .map(|i| {
+                let mut t = task(&format!("t{i}"), &[]);
+                t.gates = vec![regex.clone(); per_task];
+                t
+            })
+            .collect();
+        let e = validate_plan(&plan(tasks), &limits).unwrap_err();
+        assert_eq!(e.code, ErrorCode::LimitExceeded);
+        assert!(e.message.contains("regular expressions"), "{}", e.message);
+        let mut t = task("a", &[]);
+        t.gates = vec![GateSpec::JsonSchema {
+            schema: serde_json::json!({"items": {"$ref": "#"}}),
+        }];
+        let e = validate_plan(&plan(vec![t]), &limits).unwrap_err();
+        assert_eq!(e.code, ErrorCode::ValidationFailed);
+        assert!(e.message.starts_with("task \"a\": "), "{}", e.message);
+    }
+
+    #[test]
+    fn limits_from_an_older_build_decode_with_defaults() {
+        let old = serde_json::json!({"max_tasks": 5, "max_steps": 3});
+        let limits: Limits = serde_json::from_value(old).unwrap();
+        assert_eq!(limits.max_tasks, 5);
+        assert_eq!(
+            limits.task.max_gates_per_task,
+            Limits::default().task.max_gates_per_task
+        );
+        assert_eq!(
+            limits.task.max_schema_depth,
+            Limits::default().task.max_schema_depth
+        );
     }
 
     proptest! {

@@ -33,9 +33,10 @@ struct Cli {
     /// Most swarms this replica works on at once (the rest wait for a replica with room).
     #[arg(long, env = "SWARM_MANAGER_MAX_SWARMS", default_value_t = 1000)]
     max_swarms: usize,
-    /// Let tasks' `command` gates run programs on this host.
-    #[arg(long, env = "SWARM_ALLOW_COMMAND_GATES")]
-    allow_command_gates: bool,
+    /// Which programs tasks' `command` gates may run on this host (each
+    /// check in a temporary folder of its own).
+    #[command(flatten)]
+    command_gates: swarm_agent::tools::CommandGateArgs,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -58,8 +59,10 @@ async fn main() -> anyhow::Result<()> {
     config.ack_wait = seconds(cli.ack_wait.unwrap_or(default_ack_wait));
     config.pin_ttl = seconds(cli.pin_ttl);
     config.gate_options = swarm_agent::gates::GateOptions {
-        allow_commands: cli.allow_command_gates,
+        commands: cli.command_gates.policy(),
+        // A temporary folder per check: the manager has no workspace.
         command_dir: None,
+        ..Default::default()
     };
     swarm_manager::run(config, swarm_runtime::shutdown::signal()).await
 }

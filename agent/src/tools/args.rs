@@ -5,7 +5,47 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{FetchConfig, MemoryStore, ShellConfig, ToolsConfig};
-use crate::gates::GateOptions;
+use crate::gates::{CommandPolicy, GateOptions};
+
+/// Which programs tasks' `command` gates may run here, for a worker or a
+/// manager binary to `#[command(flatten)]`. None by default.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CommandGateArgs {
+    /// A program tasks' command gates may run, named exactly as the gates
+    /// name it (`jq`, `/usr/local/bin/check-report`); repeat or separate
+    /// with commas. Allow only checkers whose arguments cannot run code:
+    /// the arguments come from the mission.
+    #[arg(
+        long = "command-gate-allow",
+        env = "SWARM_COMMAND_GATE_ALLOW",
+        value_delimiter = ','
+    )]
+    pub command_gate_allow: Vec<String>,
+    /// UNSAFE, for development only: let command gates run any program, so
+    /// that whoever can submit a mission can run programs on this host.
+    #[arg(long = "allow-command-gates", env = "SWARM_ALLOW_COMMAND_GATES")]
+    pub allow_command_gates: bool,
+}
+
+impl CommandGateArgs {
+    /// The policy these flags set.
+    pub fn policy(&self) -> CommandPolicy {
+        if self.allow_command_gates {
+            return CommandPolicy::Any;
+        }
+        let programs: std::collections::BTreeSet<String> = self
+            .command_gate_allow
+            .iter()
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect();
+        if programs.is_empty() {
+            CommandPolicy::Refuse
+        } else {
+            CommandPolicy::Allow(programs)
+        }
+    }
+}
 
 /// The optional tools' flags.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -33,9 +73,9 @@ pub struct ToolArgs {
         default_value_t = 60
     )]
     pub shell_timeout: u64,
-    /// Let tasks' command gates run programs on this worker.
-    #[arg(long = "allow-command-gates", env = "SWARM_ALLOW_COMMAND_GATES")]
-    pub allow_command_gates: bool,
+    /// Which programs tasks' command gates may run on this worker.
+    #[command(flatten)]
+    pub command_gates: CommandGateArgs,
 }
 
 impl ToolArgs {
@@ -62,11 +102,13 @@ impl ToolArgs {
         }
     }
 
-    /// How gates are built on this worker.
+    /// How gates are built on this worker: command gates run in its
+    /// workspace.
     pub fn gate_options(&self, workspace_root: &std::path::Path) -> GateOptions {
         GateOptions {
-            allow_commands: self.allow_command_gates,
+            commands: self.command_gates.policy(),
             command_dir: Some(workspace_root.to_path_buf()),
+            ..GateOptions::default()
         }
     }
 }
@@ -105,10 +147,23 @@ mod tests {
             ["docs.rs", "*.example.com"]
         );
         assert_eq!(c.shell.unwrap().timeout, Duration::from_secs(5));
-        assert!(
-            !cli.tools
-                .gate_options(std::path::Path::new("."))
-                .allow_commands
+        assert_eq!(
+            cli.tools.gate_options(std::path::Path::new(".")).commands,
+            CommandPolicy::Refuse
         );
+        let cli = Cli::try_parse_from([
+            "worker",
+            "--command-gate-allow",
+            "jq",
+            "--command-gate-allow",
+            "/usr/bin/xmllint,",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.tools.command_gates.policy(),
+            CommandPolicy::Allow(["/usr/bin/xmllint".to_string(), "jq".to_string()].into())
+        );
+        let cli = Cli::try_parse_from(["worker", "--allow-command-gates"]).unwrap();
+        assert_eq!(cli.tools.command_gates.policy(), CommandPolicy::Any);
     }
 }

@@ -2,13 +2,15 @@
 //! limits.
 //!
 //! **Invariant:** a request goes only to addresses checked after DNS
-//! resolution: loopback, private, link-local, unique-local, CGNAT,
-//! multicast and unspecified addresses are refused unless
+//! resolution: loopback, private, link-local, unique-local, site-local,
+//! CGNAT, multicast and unspecified addresses, and every IPv6 form that
+//! embeds an IPv4 one of those (IPv4-mapped, IPv4-translated,
+//! IPv4-compatible, NAT64, 6to4, Teredo), are refused unless
 //! [`FetchConfig::allow_private`] is set, and the connection is pinned to the
 //! checked addresses (no second lookup an attacker could answer
 //! differently). Redirects are followed by hand, each hop checked again.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -62,28 +64,63 @@ impl FetchConfig {
     }
 }
 
-/// Whether `ip` is in a range `http_fetch` refuses by default.
+/// Whether `ip` is in a range `http_fetch` refuses by default: a private,
+/// loopback or otherwise internal IPv4 address, and every IPv6 form of one
+/// (the forms that embed an IPv4 address are judged by that address), plus
+/// the IPv6 ranges that are never public.
 pub fn is_private_address(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => is_private_v4(v4),
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_private_v4(v4);
-            }
-            let first = v6.segments()[0];
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00 // unique local fc00::/7
-                || (first & 0xffc0) == 0xfe80 // link local fe80::/10
-                || (first & 0xffc0) == 0xfec0 // site local (deprecated) fec0::/10
-                // 64:ff9b::/96 NAT64 embeds an IPv4 address: judge that.
-                || (v6.segments()[..6] == [0x64, 0xff9b, 0, 0, 0, 0] && {
-                    let s = v6.segments();
-                    is_private_v4(Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8))
-                })
-        }
+        IpAddr::V6(v6) => is_private_v6(v6),
     }
+}
+
+/// The IPv4 address in the last 32 bits of `s`.
+fn last_v4(s: &[u16; 8]) -> Ipv4Addr {
+    Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8)
+}
+
+fn is_private_v6(v6: Ipv6Addr) -> bool {
+    let s = v6.segments();
+    let embedded = match s {
+        // ::ffff:a.b.c.d, IPv4-mapped: the IPv4 address itself.
+        [0, 0, 0, 0, 0, 0xffff, ..] => Some(last_v4(&s)),
+        // ::ffff:0:a.b.c.d, IPv4-translated (SIIT, RFC 2765).
+        [0, 0, 0, 0, 0xffff, 0, ..] => Some(last_v4(&s)),
+        // ::a.b.c.d, IPv4-compatible (deprecated, RFC 4291), which
+        // includes :: and ::1: refused whatever it embeds.
+        [0, 0, 0, 0, 0, 0, ..] => return true,
+        // 64:ff9b::a.b.c.d, NAT64's well-known prefix.
+        [0x64, 0xff9b, 0, 0, 0, 0, ..] => Some(last_v4(&s)),
+        // 64:ff9b:1::/48, NAT64 for local use (RFC 8215): never public.
+        [0x64, 0xff9b, 1, ..] => return true,
+        // 2002:AABB:CCDD::/48, 6to4: the relay's IPv4 address A.B.C.D.
+        [0x2002, hi, lo, ..] => Some(Ipv4Addr::new(
+            (hi >> 8) as u8,
+            hi as u8,
+            (lo >> 8) as u8,
+            lo as u8,
+        )),
+        // 2001:0::/32, Teredo: its server's address, and its client's
+        // (stored inverted).
+        [0x2001, 0, hi, lo, ..] => {
+            let server = Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
+            let client = Ipv4Addr::from(!u32::from(last_v4(&s)));
+            return is_private_v4(server) || is_private_v4(client);
+        }
+        _ => None,
+    };
+    if let Some(v4) = embedded {
+        return is_private_v4(v4);
+    }
+    let first = s[0];
+    v6.is_loopback()
+        || v6.is_unspecified()
+        || v6.is_multicast()
+        || (first & 0xfe00) == 0xfc00 // unique local fc00::/7
+        || (first & 0xffc0) == 0xfe80 // link local fe80::/10
+        || (first & 0xffc0) == 0xfec0 // site local (deprecated) fec0::/10
+        || s[..4] == [0x100, 0, 0, 0] // discard-only 100::/64
 }
 
 fn is_private_v4(ip: Ipv4Addr) -> bool {
@@ -284,25 +321,123 @@ mod tests {
             "100.64.0.1",
             "255.255.255.255",
             "224.0.0.1",
+        ] {
+            assert!(is_private_address(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["93.184.216.34", "8.8.8.8", "172.32.0.1", "100.128.0.1"] {
+            assert!(!is_private_address(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    fn private(ip: &str) -> bool {
+        is_private_address(ip.parse().unwrap())
+    }
+
+    #[test]
+    fn ipv4_mapped_addresses_are_judged_by_their_ipv4() {
+        for ip in [
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "::ffff:169.254.169.254",
+            "::ffff:7f00:1",
+        ] {
+            assert!(private(ip), "{ip}");
+        }
+        assert!(!private("::ffff:8.8.8.8"));
+        assert!(private("::ffff:0:127.0.0.1"));
+        assert!(!private("::ffff:0:8.8.8.8"));
+    }
+
+    #[test]
+    fn ipv4_compatible_addresses_are_refused() {
+        for ip in [
+            "::127.0.0.1",
+            "::10.0.0.1",
+            "::192.168.0.1",
+            "::7f00:1",
+            "::8.8.8.8",
+        ] {
+            assert!(private(ip), "{ip}");
+        }
+    }
+
+    #[test]
+    fn nat64_addresses_are_judged_by_their_ipv4() {
+        for ip in [
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b::127.0.0.1",
+            "64:ff9b::10.1.1.1",
+            "64:ff9b:1::8.8.8.8",
+        ] {
+            assert!(private(ip), "{ip}");
+        }
+        assert!(!private("64:ff9b::8.8.8.8"));
+    }
+
+    #[test]
+    fn six_to_four_and_teredo_addresses_are_judged_by_their_ipv4() {
+        // 2002:7f00:0001:: embeds 127.0.0.1; 2002:c0a8:0101:: 192.168.1.1.
+        for ip in [
+            "2002:7f00:1::1",
+            "2002:c0a8:101::",
+            "2002:a00:1:5::9",
+            "2002:a9fe:a9fe::",
+        ] {
+            assert!(private(ip), "{ip}");
+        }
+        assert!(!private("2002:808:808::1"));
+        // Teredo: server 10.0.0.1, or client 127.0.0.1 (inverted: 80ff:fffe).
+        assert!(private("2001:0:a00:1::1"));
+        assert!(private("2001:0:808:808:0:0:80ff:fffe"));
+        assert!(!private("2001:0:808:808:0:0:f7f7:f7f7"));
+    }
+
+    #[test]
+    fn ipv6_internal_ranges_are_private() {
+        for ip in [
             "::1",
             "::",
             "fc00::1",
             "fd12:3456::1",
             "fe80::1",
-            "::ffff:127.0.0.1",
-            "::ffff:10.0.0.1",
-            "64:ff9b::a9fe:a9fe",
+            "febf:ffff::1",
+            "fec0::1",
+            "feff::1",
+            "ff02::1",
+            "ff0e::1",
+            "100::1",
         ] {
-            assert!(is_private_address(ip.parse().unwrap()), "{ip}");
+            assert!(private(ip), "{ip}");
         }
         for ip in [
-            "93.184.216.34",
-            "8.8.8.8",
-            "172.32.0.1",
             "2606:4700::1111",
-            "::ffff:8.8.8.8",
+            "2a00:1450:4001::200e",
+            "2001:4860:4860::8888",
         ] {
-            assert!(!is_private_address(ip.parse().unwrap()), "{ip}");
+            assert!(!private(ip), "{ip}");
+        }
+    }
+
+    /// A URL naming such an address is refused before any connection.
+    #[tokio::test]
+    async fn urls_with_special_ipv6_hosts_are_refused() {
+        let config = FetchConfig {
+            allowed_hosts: vec!["*".into()],
+            ..FetchConfig::default()
+        };
+        for url in [
+            "http://[::ffff:127.0.0.1]/",
+            "http://[::127.0.0.1]:8080/",
+            "http://[64:ff9b::169.254.169.254]/latest/meta-data",
+            "http://[2002:7f00:1::]/",
+            "http://[fd00::1]/",
+            "http://[::1]/",
+        ] {
+            let e = fetch(&config, url).await.unwrap_err();
+            assert!(
+                matches!(&e, ToolError::Refused(m) if m.contains("internal")),
+                "{url}: {e}"
+            );
         }
     }
 

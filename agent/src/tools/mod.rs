@@ -29,7 +29,7 @@ pub mod workspace;
 pub mod write;
 
 pub use approval::{AllowAll, ApprovalDecision, ApprovalRequest, Approver, DenyAll, Expiring};
-pub use args::ToolArgs;
+pub use args::{CommandGateArgs, ToolArgs};
 pub(crate) use builtin::EMPTY_DIRECTORY;
 pub use fetch::{FetchConfig, HttpFetch};
 pub use memory::{InMemoryStore, Memory, MemoryError, MemoryStore};
