@@ -7,10 +7,15 @@
 #   2. the Dockerfile parses with Docker's own parser (PyPI `dockerfile`), its
 #      build stage runs CI's release build, and it runs as non-root;
 #      compose.yaml parses and mounts files that exist;
-#   3. `kubectl kustomize` renders both overlays and the output validates
-#      against the Kubernetes schemas (PyPI `kubernetes-validate`, strict);
-#      the KEDA ScaledObject (a CRD without a schema there) is checked
-#      against the stream, consumer and Deployment it must name.
+#   3. no secret or placeholder password is committed; without the files
+#      deploy/secrets.sh writes, an overlay does not render (a missing
+#      file); with them (made in a temporary copy of k8s/, never the
+#      checkout's own) `kubectl kustomize` renders both overlays and the
+#      output validates against the Kubernetes schemas (PyPI
+#      `kubernetes-validate`, strict); the routes carry the route password
+#      the cluster requires; every Secret a pod names is generated; the
+#      KEDA ScaledObject (a CRD without a schema there) is checked against
+#      the stream, consumer and Deployment it must name.
 # Python tools go to .nats/deploy-py (ignored by git). Needs kubectl (on the
 # machine image; Debian/Google's `kubectl` package otherwise).
 set -euo pipefail
@@ -22,12 +27,50 @@ trap 'rm -rf "$tmp"' EXIT
 
 step() { echo; echo "--> $*"; }
 
+step "secrets: none committed; deploy/secrets.sh makes them in a copy of k8s/"
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    # Tracked and present (a deletion not yet committed does not count).
+    committed="$(git ls-files -z -- 'k8s/*.env' 'k8s/*/secrets/*' \
+        | while IFS= read -r -d '' f; do if [[ -e "$f" ]]; then echo "$f"; fi; done)"
+    if [[ -n "$committed" ]]; then
+        echo "secret files are committed (deploy/secrets.sh writes them; .gitignore):" >&2
+        echo "$committed" >&2
+        exit 1
+    fi
+fi
+# Outside comments: a value, not a sentence about them.
+if grep -rniE '^[^#]*(change-me|placeholder)' k8s deploy/compose.yaml --exclude-dir=secrets; then
+    echo "placeholder passwords in k8s/ or deploy/compose.yaml (above)" >&2
+    exit 1
+fi
+command -v kubectl >/dev/null || { echo "kubectl is needed (kubectl kustomize)" >&2; exit 1; }
+# The copy, without any secrets a developer made in the checkout.
+cp -r k8s "$tmp/k8s"
+rm -rf "$tmp"/k8s/overlays/*/secrets
+for overlay in dev prod; do
+    if out="$(kubectl kustomize "$tmp/k8s/overlays/$overlay" 2>&1)"; then
+        echo "$overlay renders without its secrets files: it would deploy without passwords" >&2
+        exit 1
+    fi
+    if [[ "$out" != *secrets/nats-passwords.env* ]]; then
+        echo "$overlay without secrets fails, but not for the missing secrets file:" >&2
+        echo "$out" >&2
+        exit 1
+    fi
+done
+echo "ok: without secrets files the overlays stop at secrets/nats-passwords.env"
+deploy/secrets.sh "$tmp/k8s/overlays/dev" "$tmp/k8s/overlays/prod"
+
 step "nats-server -t: dev and production configs"
 nats_bin="${NATS_SERVER_BIN:-$(deploy/nats-server.sh)}"
 "$nats_bin" -t -c nats.conf
-# The production config reads these at start; fake values suffice for -t.
-export SERVER_NAME=nats-0 NATS_STORE_DIR="$tmp/store" \
-    NATS_BOSS_PASSWORD=x NATS_MANAGER_PASSWORD=x NATS_WORKER_PASSWORD=x NATS_CLIENT_PASSWORD=x
+# The production config reads these at start: the passwords deploy/secrets.sh
+# made, so a password it makes that nats-server would misread fails here.
+set -a
+# shellcheck source=/dev/null
+. "$tmp/k8s/overlays/prod/secrets/nats-passwords.env"
+set +a
+export SERVER_NAME=nats-0 NATS_STORE_DIR="$tmp/store"
 "$nats_bin" -t -c k8s/base/nats/nats.conf
 mkdir -p "$tmp/dev-nats"
 cp k8s/base/nats/*.conf "$tmp/dev-nats/"
@@ -104,13 +147,26 @@ for name, svc in compose["services"].items():
             path = os.path.normpath(os.path.join("deploy", src))
             if not os.path.isfile(path):
                 sys.exit(f"deploy/compose.yaml: {name} mounts {src}, which does not exist")
+# NATS for this machine only, and no password with a default: compose
+# refuses to start until they are set.
+for name, svc in compose["services"].items():
+    for port in svc.get("ports", []):
+        if not str(port).startswith("127.0.0.1:"):
+            sys.exit(f"deploy/compose.yaml: {name} publishes {port} beyond 127.0.0.1")
+import re
+text = open("deploy/compose.yaml").read()
+refs = re.findall(r"\$\{([A-Z_]*PASSWORD[A-Z_]*)([^}]*)\}", text)
+if not refs:
+    sys.exit("deploy/compose.yaml: no password taken from the environment")
+for var, rest in refs:
+    if not rest.startswith(":?"):
+        sys.exit(f"deploy/compose.yaml: ${{{var}{rest}}} must be required (`:?`), with no default")
 print("ok: compose.yaml services:", ", ".join(compose["services"]))
 PY
 
-step "kubectl kustomize: dev and prod overlays, validated offline"
-command -v kubectl >/dev/null || { echo "kubectl is needed (kubectl kustomize)" >&2; exit 1; }
+step "kubectl kustomize: dev and prod overlays (with generated secrets), validated offline"
 for overlay in dev prod; do
-    kubectl kustomize "k8s/overlays/$overlay" > "$tmp/$overlay.yaml"
+    kubectl kustomize "$tmp/k8s/overlays/$overlay" > "$tmp/$overlay.yaml"
     # Unknown kinds (the KEDA CRD) only warn here; they are checked below.
     python3 "$py/bin/kubernetes-validate" --strict --quiet -k 1.32.0 "$tmp/$overlay.yaml"
     python3 - "$tmp/$overlay.yaml" "$overlay" <<'PY'
@@ -129,8 +185,51 @@ nodes = nats["spec"]["replicas"]
 expect = {"dev": 1, "prod": 3}[overlay]
 assert nodes == expect, f"{overlay}: {nodes} NATS nodes, expected {expect}"
 cm = next(c for c in kinds["ConfigMap"] if c["metadata"]["name"].startswith("nats-config"))
-clustered = "routes" in cm["data"]["cluster.conf"]
+cluster_conf = "\n".join(l.split("#")[0] for l in cm["data"]["cluster.conf"].splitlines())
+clustered = "cluster {" in cluster_conf
 assert clustered == (nodes > 1), f"{overlay}: cluster.conf does not match {nodes} node(s)"
+container = nats["spec"]["template"]["spec"]["containers"][0]
+routes = [a for a in container["args"] if a.startswith("--routes")]
+if clustered:
+    # Routes authenticate: cluster.conf requires the route user and
+    # password, and every route URL the pods get presents them.
+    auth = re.search(r"authorization\s*\{\s*user:\s*(\w+)\s+password:\s*\$NATS_ROUTE_PASSWORD\s*\}", cluster_conf)
+    assert auth, f"{overlay}: cluster.conf does not require the route password"
+    assert "routes" not in cluster_conf, f"{overlay}: cluster.conf lists routes, which cannot carry the password"
+    assert len(routes) == 1, f"{overlay}: the nats container needs one --routes argument, has {routes}"
+    want = [f"nats://{auth.group(1)}:$(NATS_ROUTE_PASSWORD)@nats-{i}.nats-headless:6222" for i in range(nodes)]
+    got = routes[0].split("=", 1)[1].split(",")
+    assert got == want, f"{overlay}: --routes {got}, expected {want}"
+    env = {e["name"]: e for e in container["env"]}
+    ref = env["NATS_ROUTE_PASSWORD"]["valueFrom"]["secretKeyRef"]
+    assert ref["key"] == "NATS_ROUTE_PASSWORD", ref
+else:
+    assert not routes, f"{overlay}: one node, but routes {routes}"
+# Every Secret a pod refers to is generated, with every key it reads (a
+# generator in the wrong namespace leaves the references unrenamed).
+secrets = {s["metadata"]["name"]: s.get("data", {}) for s in kinds["Secret"]}
+def refs(node):
+    if isinstance(node, dict):
+        for key in ("secretKeyRef", "secretRef"):
+            if key in node:
+                yield node[key]["name"], node[key].get("key")
+        for v in node.values():
+            yield from refs(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from refs(v)
+for name, key in refs(docs):
+    assert name in secrets, f"{overlay}: a pod refers to Secret {name}, which is not generated"
+    assert key is None or key in secrets[name], f"{overlay}: Secret {name} has no {key}"
+# The generated passwords: all there, none a placeholder, none the same.
+import base64
+(pw_name,) = [n for n in secrets if n.startswith("nats-passwords")]
+passwords = {k: base64.b64decode(v).decode() for k, v in secrets[pw_name].items()}
+for var in ("NATS_BOSS_PASSWORD", "NATS_MANAGER_PASSWORD", "NATS_WORKER_PASSWORD", "NATS_CLIENT_PASSWORD", "NATS_ROUTE_PASSWORD"):
+    value = passwords.get(var, "")
+    assert len(value) >= 32, f"{overlay}: {var} is missing or short"
+    assert not re.search("change-me|placeholder", value, re.I), f"{overlay}: {var} is a placeholder"
+assert len(set(passwords.values())) == len(passwords), f"{overlay}: two passwords are the same"
 deployments = {d["metadata"]["name"]: d for d in kinds["Deployment"]}
 for role in ("boss", "manager", "worker"):
     spec = deployments[role]["spec"]["template"]["spec"]

@@ -1,10 +1,11 @@
 //! Connection settings every binary shares, read from flags or the NATS
 //! ecosystem's environment variables (`NATS_URL`, ...).
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use async_nats::{Client, ConnectOptions, Event};
+use async_nats::{Client, ConnectOptions, Event, ServerAddr};
 use clap::{Args, ValueEnum};
 use tracing::{info, warn};
 
@@ -15,6 +16,26 @@ pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
 
 /// The help section the connection flags are listed under.
 const HEADING: &str = "NATS connection";
+
+/// What marks a password as copied from an example rather than made for a
+/// deployment (matched without regard to case): the values the manifests
+/// once shipped with, `change-me-boss-placeholder` and the like.
+const PLACEHOLDER_MARKS: [&str; 2] = ["change-me", "placeholder"];
+
+/// The mark `secret` carries if it is a known placeholder, not a password.
+pub fn placeholder_mark(secret: &str) -> Option<&'static str> {
+    let lower = secret.to_lowercase();
+    PLACEHOLDER_MARKS
+        .into_iter()
+        .find(|mark| lower.contains(mark))
+}
+
+/// Whether a server URL's host is this machine (`localhost` or a loopback
+/// address), where a placeholder password reaches nobody else.
+fn is_loopback_host(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
 
 /// How to reach and authenticate to NATS.
 ///
@@ -126,8 +147,61 @@ impl NatsArgs {
         }
     }
 
+    /// The servers of the comma-separated URL list.
+    fn servers(&self) -> Result<Vec<ServerAddr>, RuntimeError> {
+        self.url
+            .split(',')
+            .map(|u| u.trim().parse::<ServerAddr>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| RuntimeError::Connect {
+                url: self.url.clone(),
+                reason: format!("not a server URL: {e}"),
+            })
+    }
+
+    /// Refuses a placeholder password or token (say the example
+    /// `change-me-boss-placeholder`) unless every server is on this machine:
+    /// a deployment that kept one would let in anyone who has read the
+    /// example. Local development may use whatever it likes.
+    pub fn refuse_placeholder(&self) -> Result<(), RuntimeError> {
+        let servers = self.servers()?;
+        if servers.iter().all(|s| is_loopback_host(s.host())) {
+            return Ok(());
+        }
+        let given = [
+            (
+                "password (--nats-password, NATS_PASSWORD)",
+                self.password.as_deref(),
+            ),
+            ("token (--nats-token, NATS_TOKEN)", self.token.as_deref()),
+        ]
+        .into_iter()
+        .chain(
+            servers
+                .iter()
+                .map(|s| ("password in the server URL", s.password())),
+        );
+        for (what, secret) in given {
+            if let Some(mark) = secret.and_then(placeholder_mark) {
+                return Err(RuntimeError::Connect {
+                    url: self.url.clone(),
+                    reason: format!(
+                        "refusing to start: the NATS {what} is a placeholder (it contains \
+                         \"{mark}\"), not a secret; make real passwords with deploy/secrets.sh \
+                         (docs/deploy.md, \"Secrets\"). Placeholders are accepted only for a \
+                         server on this machine (localhost, 127.0.0.1, ::1)"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Connects, logs connection events, and checks the server's version.
+    /// Refuses a placeholder password for a remote server first
+    /// ([`refuse_placeholder`](Self::refuse_placeholder)).
     pub async fn connect(&self, client_name: &str) -> Result<Client, RuntimeError> {
+        self.refuse_placeholder()?;
         let connect_err = |reason: String| RuntimeError::Connect {
             url: self.url.clone(),
             reason,
@@ -175,12 +249,7 @@ impl NatsArgs {
             opts = opts.require_tls(true);
         }
         // A comma-separated list names several servers of one cluster.
-        let servers = self
-            .url
-            .split(',')
-            .map(|u| u.trim().parse::<async_nats::ServerAddr>())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| connect_err(format!("not a server URL: {e}")))?;
+        let servers = self.servers()?;
         let client = opts
             .connect(servers)
             .await
@@ -238,4 +307,105 @@ impl CommonArgs {
 
 fn uuid_like() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..8].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(url: &str, password: Option<&str>) -> NatsArgs {
+        let mut args = NatsArgs::local(url);
+        args.user = password.map(|_| "boss".to_owned());
+        args.password = password.map(str::to_owned);
+        args
+    }
+
+    #[test]
+    fn placeholders_are_recognised_whatever_their_case() {
+        for p in [
+            "change-me-boss-placeholder",
+            "CHANGE-ME",
+            "please-Change-Me-now",
+            "placeholder-not-a-key",
+            "MyPlaceHolder1",
+        ] {
+            assert!(placeholder_mark(p).is_some(), "{p}");
+        }
+        for p in [
+            "DAQbVvzo4d32KnMuaLkuTl8FfCa0mrnJkegxnfKr",
+            "test-boss-secret",
+            "",
+        ] {
+            assert_eq!(placeholder_mark(p), None, "{p}");
+        }
+    }
+
+    #[test]
+    fn a_placeholder_password_is_refused_for_a_remote_server() {
+        let e = args("nats://nats:4222", Some("change-me-boss-placeholder"))
+            .refuse_placeholder()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("refusing to start"), "{e}");
+        assert!(e.contains("placeholder"), "{e}");
+        assert!(e.contains("deploy/secrets.sh"), "{e}");
+        // The password itself is not repeated.
+        assert!(!e.contains("change-me-boss"), "{e}");
+    }
+
+    #[test]
+    fn one_remote_server_in_the_list_is_enough_to_refuse() {
+        let a = args(
+            "nats://127.0.0.1:4222, nats://nats-1.nats-headless:4222",
+            Some("Placeholder"),
+        );
+        assert!(a.refuse_placeholder().is_err());
+    }
+
+    #[test]
+    fn a_placeholder_token_or_url_password_is_refused_too() {
+        let mut token = args("tls://nats.example.invalid:4222", None);
+        token.token = Some("change-me".to_owned());
+        let e = token.refuse_placeholder().unwrap_err().to_string();
+        assert!(e.contains("token"), "{e}");
+        let in_url = args("nats://boss:change-me@10.0.0.7:4222", None);
+        let e = in_url.refuse_placeholder().unwrap_err().to_string();
+        assert!(e.contains("server URL"), "{e}");
+    }
+
+    #[test]
+    fn loopback_servers_accept_a_placeholder_for_local_development() {
+        for url in [
+            "nats://127.0.0.1:4222",
+            "127.0.0.2:4222",
+            "nats://localhost:4222",
+            "nats://LOCALHOST",
+            "nats://[::1]:4222",
+            "nats://127.0.0.1:4222,nats://localhost:4223",
+        ] {
+            args(url, Some("change-me-boss-placeholder"))
+                .refuse_placeholder()
+                .unwrap_or_else(|e| panic!("{url}: {e}"));
+        }
+    }
+
+    #[test]
+    fn real_passwords_and_none_pass_anywhere() {
+        for password in [Some("DAQbVvzo4d32KnMuaLkuTl8FfCa0mrnJkegxnfKr"), None] {
+            args("nats://nats:4222", password)
+                .refuse_placeholder()
+                .unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn connect_refuses_before_it_dials() {
+        // 0.0.0.0 is not a loopback name, and had the check not come first
+        // the dial would reach this machine only.
+        let e = args("nats://0.0.0.0:9", Some("change-me-boss-placeholder"))
+            .connect("placeholder-test")
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("refusing to start"), "{e}");
+    }
 }

@@ -23,8 +23,8 @@ pub use llm::{
 };
 pub use nats::{NatsServer, dev_nats_conf};
 pub use nats_cluster::{
-    NatsCluster, NatsNode, ROLES, Role, free_port, http_get, prod_nats_dir, role,
-    single_node_cluster_conf,
+    NatsCluster, NatsNode, ROLES, ROUTE_PASSWORD, ROUTE_PASSWORD_VAR, ROUTE_USER, Role, free_port,
+    http_get, prod_nats_dir, role, single_node_cluster_conf,
 };
 pub use swarm_cli::local::{
     self, DEFAULT_POOL, LocalCluster, LocalOptions, ManagedProcess, NatsProcess,

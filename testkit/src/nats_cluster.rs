@@ -1,7 +1,14 @@
 //! nats-server nodes run from the production configuration
 //! (`k8s/base/nats/`), as the Kubernetes StatefulSet runs them: users and
 //! permissions, `sync_interval: always`, and for more than one node a
-//! cluster with routes, all on loopback with free ports and a store each.
+//! cluster whose routes authenticate with the route user's password (in
+//! the `--routes` URLs, as the StatefulSet passes them), all on loopback
+//! with free ports and a store each.
+//!
+//! Each node gets its own copy of the config with `cluster.conf`'s
+//! `listen` port changed, since nodes on one machine need ports of their
+//! own; the `--cluster` flag would do that too, but nats-server then drops
+//! the file's route authorization, and the tests would not test it.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -43,6 +50,19 @@ pub struct Role {
     pub password: &'static str,
 }
 
+/// The user routes between nodes authenticate as (cluster.conf).
+pub const ROUTE_USER: &str = "route";
+
+/// The environment variable cluster.conf reads the route password from.
+pub const ROUTE_PASSWORD_VAR: &str = "NATS_ROUTE_PASSWORD";
+
+/// The route password in test clusters.
+pub const ROUTE_PASSWORD: &str = "test-route-secret";
+
+/// The `listen` line of the production cluster.conf, which each local
+/// node's copy changes to a port of its own.
+const CLUSTER_LISTEN: &str = "listen: 0.0.0.0:6222";
+
 /// The four users of the production configuration.
 pub const ROLES: [Role; 4] = [
     Role {
@@ -75,12 +95,14 @@ pub fn role(user: &str) -> Role {
         .unwrap_or_else(|| panic!("no NATS user {user} in the production config"))
 }
 
-/// One node of a [`NatsCluster`].
+/// One node of a [`NatsCluster`] (or a stranger to it, from
+/// [`NatsCluster::start_outsider`]). Killed on `Drop`.
 #[derive(Debug)]
 pub struct NatsNode {
     name: String,
     port: u16,
     monitor_port: u16,
+    cluster_port: Option<u16>,
     process: ManagedProcess,
 }
 
@@ -105,6 +127,11 @@ impl NatsNode {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.monitor_port))
     }
 
+    /// The route port, for a clustered node.
+    pub fn cluster_port(&self) -> Option<u16> {
+        self.cluster_port
+    }
+
     /// The server process.
     pub fn process(&mut self) -> &mut ManagedProcess {
         &mut self.process
@@ -112,9 +139,9 @@ impl NatsNode {
 }
 
 /// `n` nats-server processes from the production configuration, clustered
-/// when `n > 1` (routes between all of them, as the StatefulSet's
-/// `cluster.conf` does with pod names), each with its own store. Killed on
-/// `Drop`.
+/// when `n > 1` (authenticated routes between all of them, as the
+/// StatefulSet's `--routes` gives them with pod names), each with its own
+/// store. Killed on `Drop`.
 #[derive(Debug)]
 pub struct NatsCluster {
     // Declared before `dir`: the servers die before their stores are deleted.
@@ -149,78 +176,66 @@ impl NatsCluster {
     fn try_start(n: usize, tls_conf: Option<&str>) -> anyhow::Result<NatsCluster> {
         assert!(n > 0, "a cluster needs a node");
         let dir = Scratch::new("nats-cluster")?;
-        let conf_dir = dir.path().join("conf");
-        std::fs::create_dir_all(&conf_dir)?;
-        // The ConfigMap of the overlay: the base files, and for one node the
-        // dev overlay's empty cluster.conf.
-        for file in ["nats.conf", "accounts.conf", "cluster.conf", "tls.conf"] {
-            let from = if file == "cluster.conf" && n == 1 {
-                single_node_cluster_conf()
-            } else {
-                prod_nats_dir().join(file)
-            };
-            std::fs::copy(&from, conf_dir.join(file))
-                .with_context(|| format!("cannot copy {}", from.display()))?;
-        }
-        if let Some(tls) = tls_conf {
-            std::fs::write(conf_dir.join("tls.conf"), tls)?;
-        }
         let bin = nats_server_bin()?;
-        let ports: Vec<[u16; 3]> = (0..n)
-            .map(|_| Ok([free_port()?, free_port()?, free_port()?]))
+        let ports: Vec<NodePorts> = (0..n)
+            .map(|_| NodePorts::free(n > 1))
             .collect::<anyhow::Result<_>>()?;
-        let routes: Vec<String> = ports
-            .iter()
-            .map(|[_, _, cluster]| format!("nats://127.0.0.1:{cluster}"))
-            .collect();
+        let routes: Vec<u16> = ports.iter().filter_map(|p| p.cluster).collect();
         let mut nodes = Vec::new();
-        for (i, [port, monitor_port, cluster_port]) in ports.iter().copied().enumerate() {
-            let name = format!("nats-{i}");
-            let store = dir.path().join(&name).join("store");
-            std::fs::create_dir_all(&store)?;
-            let mut args: Vec<OsString> = vec![
-                "-c".into(),
-                conf_dir.join("nats.conf").into(),
-                "-n".into(),
-                name.clone().into(),
-                "-a".into(),
-                "127.0.0.1".into(),
-                "-p".into(),
-                port.to_string().into(),
-                "-m".into(),
-                monitor_port.to_string().into(),
-            ];
-            if n > 1 {
-                args.extend([
-                    "--cluster".into(),
-                    format!("nats://127.0.0.1:{cluster_port}").into(),
-                    "--routes".into(),
-                    routes.join(",").into(),
-                ]);
-            }
-            let mut env = vec![
-                ("SERVER_NAME".to_owned(), name.clone()),
-                ("NATS_STORE_DIR".to_owned(), store.display().to_string()),
-            ];
-            env.extend(
-                ROLES
-                    .iter()
-                    .map(|r| (r.password_var.to_owned(), r.password.to_owned())),
-            );
-            let log = dir.path().join("logs").join(format!("{name}.log"));
-            let process = ManagedProcess::spawn(name.clone(), &bin, args, env, log)?;
-            nodes.push(NatsNode {
-                name,
-                port,
-                monitor_port,
-                process,
-            });
+        for (i, node_ports) in ports.into_iter().enumerate() {
+            let spec = NodeSpec {
+                name: format!("nats-{i}"),
+                ports: node_ports,
+                tls_conf,
+                route_password: ROUTE_PASSWORD,
+                routes: route_urls(Some(ROUTE_PASSWORD), &routes),
+            };
+            nodes.push(spawn_node(dir.path(), &bin, spec)?);
         }
         let mut cluster = NatsCluster { nodes, dir };
         for i in 0..n {
             cluster.wait_healthy(i)?;
         }
         Ok(cluster)
+    }
+
+    /// Starts a node named `name` from the same production config that
+    /// tries to route to every node of this (clustered) one: with
+    /// `route_password` in its route URLs and as its own route password,
+    /// or with no credentials in the URLs (and a route password of its own
+    /// that is not the cluster's). The configured cluster must refuse it
+    /// unless the password is the cluster's. Returns once the node serves
+    /// its monitoring port; it is not waited on to be healthy, which a
+    /// refused node never is.
+    pub fn start_outsider(
+        &self,
+        name: &str,
+        route_password: Option<&str>,
+    ) -> anyhow::Result<NatsNode> {
+        let routes: Vec<u16> = self.nodes.iter().filter_map(|n| n.cluster_port).collect();
+        anyhow::ensure!(!routes.is_empty(), "a single node has no routes to try");
+        let bin = nats_server_bin()?;
+        let spec = NodeSpec {
+            name: name.to_owned(),
+            ports: NodePorts::free(true)?,
+            tls_conf: None,
+            route_password: route_password.unwrap_or("an-outsiders-own-password"),
+            routes: route_urls(route_password, &routes),
+        };
+        let mut node = spawn_node(self.dir.path(), &bin, spec)?;
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            match http_get(node.monitor_addr(), "/varz") {
+                Ok((200, _)) => return Ok(node),
+                _ if node.process.is_running() && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                other => bail!(
+                    "{name} does not serve /varz ({other:?}):\n{}",
+                    node.process.log_tail(30)
+                ),
+            }
+        }
     }
 
     /// The nodes.
@@ -317,6 +332,122 @@ impl Drop for NatsCluster {
             );
         }
     }
+}
+
+/// The ports of one local node.
+#[derive(Debug, Clone, Copy)]
+struct NodePorts {
+    client: u16,
+    monitor: u16,
+    /// The route port, for a clustered node.
+    cluster: Option<u16>,
+}
+
+impl NodePorts {
+    fn free(clustered: bool) -> anyhow::Result<NodePorts> {
+        Ok(NodePorts {
+            client: free_port()?,
+            monitor: free_port()?,
+            cluster: clustered.then(free_port).transpose()?,
+        })
+    }
+}
+
+/// What a node is started with.
+struct NodeSpec<'a> {
+    name: String,
+    ports: NodePorts,
+    /// The content of tls.conf, instead of the base's (TLS off).
+    tls_conf: Option<&'a str>,
+    /// The node's NATS_ROUTE_PASSWORD: what routes to it must present.
+    route_password: &'a str,
+    /// Its `--routes` URLs.
+    routes: Vec<String>,
+}
+
+/// The `--routes` URLs for route ports `ports`, carrying `password` (as the
+/// route user) when given, as the StatefulSet's `--routes` does.
+fn route_urls(password: Option<&str>, ports: &[u16]) -> Vec<String> {
+    ports
+        .iter()
+        .map(|port| match password {
+            Some(p) => format!("nats://{ROUTE_USER}:{p}@127.0.0.1:{port}"),
+            None => format!("nats://127.0.0.1:{port}"),
+        })
+        .collect()
+}
+
+/// Writes the node's copy of the overlay's ConfigMap under
+/// `<dir>/conf/<name>` (the base files; for one node the dev overlay's
+/// empty cluster.conf; for a clustered one the base's with the node's own
+/// route port) and starts it with a store and a log under `dir`.
+fn spawn_node(dir: &Path, bin: &Path, spec: NodeSpec<'_>) -> anyhow::Result<NatsNode> {
+    let conf_dir = dir.join("conf").join(&spec.name);
+    std::fs::create_dir_all(&conf_dir)?;
+    for file in ["nats.conf", "accounts.conf", "tls.conf"] {
+        let from = prod_nats_dir().join(file);
+        std::fs::copy(&from, conf_dir.join(file))
+            .with_context(|| format!("cannot copy {}", from.display()))?;
+    }
+    let cluster_conf = match spec.ports.cluster {
+        None => std::fs::read_to_string(single_node_cluster_conf())?,
+        Some(port) => {
+            let from = prod_nats_dir().join("cluster.conf");
+            let text = std::fs::read_to_string(&from)
+                .with_context(|| format!("cannot read {}", from.display()))?;
+            // Exactly one such line, or the node would not be the
+            // production config with another port.
+            anyhow::ensure!(
+                text.matches(CLUSTER_LISTEN).count() == 1,
+                "{} has no single `{CLUSTER_LISTEN}` line to give a local port",
+                from.display()
+            );
+            text.replace(CLUSTER_LISTEN, &format!("listen: 127.0.0.1:{port}"))
+        }
+    };
+    std::fs::write(conf_dir.join("cluster.conf"), cluster_conf)?;
+    if let Some(tls) = spec.tls_conf {
+        std::fs::write(conf_dir.join("tls.conf"), tls)?;
+    }
+    let store = dir.join(&spec.name).join("store");
+    std::fs::create_dir_all(&store)?;
+    let mut args: Vec<OsString> = vec![
+        "-c".into(),
+        conf_dir.join("nats.conf").into(),
+        "-n".into(),
+        spec.name.clone().into(),
+        "-a".into(),
+        "127.0.0.1".into(),
+        "-p".into(),
+        spec.ports.client.to_string().into(),
+        "-m".into(),
+        spec.ports.monitor.to_string().into(),
+    ];
+    if !spec.routes.is_empty() {
+        args.extend(["--routes".into(), spec.routes.join(",").into()]);
+    }
+    let mut env = vec![
+        ("SERVER_NAME".to_owned(), spec.name.clone()),
+        ("NATS_STORE_DIR".to_owned(), store.display().to_string()),
+        (
+            ROUTE_PASSWORD_VAR.to_owned(),
+            spec.route_password.to_owned(),
+        ),
+    ];
+    env.extend(
+        ROLES
+            .iter()
+            .map(|r| (r.password_var.to_owned(), r.password.to_owned())),
+    );
+    let log = dir.join("logs").join(format!("{}.log", spec.name));
+    let process = ManagedProcess::spawn(spec.name.clone(), bin, args, env, log)?;
+    Ok(NatsNode {
+        name: spec.name,
+        port: spec.ports.client,
+        monitor_port: spec.ports.monitor,
+        cluster_port: spec.ports.cluster,
+        process,
+    })
 }
 
 /// A port of 127.0.0.1 free at the time of asking.
