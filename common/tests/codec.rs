@@ -663,8 +663,14 @@ proptest! {
             }
             let state: Result<SwarmState, _> = codec.decode(&bytes);
             prop_assert!(state.is_err());
+            // Every field of a mission request but its text has a default,
+            // so a few byte strings are a valid one (`[0x91, 0xa0]` in
+            // MessagePack: a request whose text is empty, which the intake
+            // then refuses): decoding one must only not panic.
             let request: Result<MissionRequest, _> = codec.decode(&bytes);
-            prop_assert!(request.is_err());
+            if let Ok(r) = request {
+                prop_assert!(r.mission.len() < bytes.len());
+            }
         }
     }
 
