@@ -13,9 +13,9 @@ use crate::nats::dev_nats_conf;
 use crate::scratch::Scratch;
 
 /// The packages whose binaries a [`Cluster`] runs.
-const ROLE_PACKAGES: [&str; 3] = ["swarm-boss", "swarm-manager", "swarm-worker"];
+const ROLE_PACKAGES: [&str; 4] = ["swarm-boss", "swarm-manager", "swarm-worker", "swarm-cli"];
 
-/// Where the `boss`, `manager` and `worker` binaries are.
+/// Where the `boss`, `manager`, `worker` and `swarm` binaries are.
 ///
 /// `SWARM_BIN_DIR` if set (taken as is). Otherwise the cargo profile
 /// directory the running test was built into (a test runs from
@@ -61,7 +61,7 @@ fn find_bin_dir() -> PathBuf {
 /// without need would relink them with `cargo build`'s feature set and make
 /// the next `cargo test` relink them back.
 fn binaries_stale(profile_dir: &Path) -> bool {
-    let oldest_binary = ["boss", "manager", "worker"]
+    let oldest_binary = ["boss", "manager", "worker", "swarm"]
         .iter()
         .map(|b| profile_dir.join(format!("{b}{}", std::env::consts::EXE_SUFFIX)))
         .map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
@@ -71,10 +71,12 @@ fn binaries_stale(profile_dir: &Path) -> bool {
         return true;
     };
     let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
-    let mut dirs: Vec<PathBuf> = ["common", "runtime", "agent", "boss", "manager", "worker"]
-        .iter()
-        .map(|c| root.join(c))
-        .collect();
+    let mut dirs: Vec<PathBuf> = [
+        "common", "runtime", "agent", "boss", "manager", "worker", "cli",
+    ]
+    .iter()
+    .map(|c| root.join(c))
+    .collect();
     while let Some(dir) = dirs.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;

@@ -10,8 +10,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use swarm_common::{
@@ -22,77 +21,12 @@ use swarm_common::{
 };
 use swarm_testkit::{Cluster, NatsServer};
 
-/// The `swarm` binary beside the role binaries, built first when it is
-/// missing or older than the sources it is made from.
+/// The `swarm` binary beside the role binaries (the test kit builds it
+/// with them when it is missing or older than its sources).
 fn swarm_bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let dir = swarm_testkit::bin_dir();
-        let bin = dir.join(format!("swarm{}", std::env::consts::EXE_SUFFIX));
-        if std::env::var_os("SWARM_BIN_DIR").is_none() && stale(&bin) {
-            build_swarm(&dir);
-        }
-        assert!(bin.is_file(), "no swarm binary at {}", bin.display());
-        bin
-    })
-    .clone()
-}
-
-/// Whether `bin` is missing or older than a source file of the crates the
-/// `swarm` binary is built from.
-fn stale(bin: &Path) -> bool {
-    let Ok(built) = std::fs::metadata(bin).and_then(|m| m.modified()) else {
-        return true;
-    };
-    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
-    let mut dirs: Vec<PathBuf> = ["cli/src", "common/src", "runtime/src"]
-        .iter()
-        .map(|d| root.join(d))
-        .collect();
-    dirs.push(root.join("Cargo.lock"));
-    while let Some(path) = dirs.pop() {
-        if path.is_dir() {
-            for entry in std::fs::read_dir(&path).into_iter().flatten().flatten() {
-                dirs.push(entry.path());
-            }
-        } else if std::fs::metadata(&path)
-            .and_then(|m| m.modified())
-            .is_ok_and(|t: SystemTime| t > built)
-        {
-            return true;
-        }
-    }
-    false
-}
-
-fn build_swarm(profile_dir: &Path) {
-    let Some(cargo) = std::env::var_os("CARGO") else {
-        return;
-    };
-    let mut cmd = std::process::Command::new(cargo);
-    cmd.args(["build", "--quiet", "-p", "swarm-cli", "--bin", "swarm"])
-        .arg("--manifest-path")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"));
-    match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") | None => {}
-        Some("release") => {
-            cmd.arg("--release");
-        }
-        Some(profile) => {
-            cmd.args(["--profile", profile]);
-        }
-    }
-    if let Some(target) = profile_dir.parent()
-        && target.join("CACHEDIR.TAG").is_file()
-    {
-        cmd.env("CARGO_TARGET_DIR", target);
-    }
-    let out = cmd.output().expect("cargo runs");
-    assert!(
-        out.status.success(),
-        "building the swarm binary failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let bin = swarm_testkit::bin_dir().join(format!("swarm{}", std::env::consts::EXE_SUFFIX));
+    assert!(bin.is_file(), "no swarm binary at {}", bin.display());
+    bin
 }
 
 /// What one run of `swarm` did.

@@ -36,34 +36,24 @@ pub async fn final_report(
 
 /// Every message of type `T` stored on `subject`.
 pub async fn messages<T: Payload>(nc: &async_nats::Client, subject: &str) -> Vec<Envelope<T>> {
-    let js = jetstream::new(nc.clone());
-    let stream = js.get_stream(subjects::A2AP_STREAM).await.unwrap();
-    let consumer = stream
-        .create_consumer(jetstream::consumer::pull::OrderedConfig {
-            filter_subject: subject.to_string(),
-            ..Default::default()
-        })
+    stored(nc, subjects::A2AP_STREAM, subject)
         .await
-        .unwrap();
-    let pending = consumer.cached_info().num_pending as usize;
-    let mut out = Vec::new();
-    if pending == 0 {
-        return out;
-    }
-    let mut msgs = consumer.messages().await.unwrap();
-    while out.len() < pending {
-        let m = tokio::time::timeout(Duration::from_secs(5), msgs.next())
-            .await
-            .expect("stored messages arrive")
-            .unwrap()
-            .unwrap();
-        out.push(swarm_runtime_decode::<T>(&m));
-    }
-    out
+        .iter()
+        .map(swarm_runtime_decode::<T>)
+        .collect()
 }
 
 /// The payload of every message stored on `subject` in `stream`.
 pub async fn messages_raw(nc: &async_nats::Client, stream: &str, subject: &str) -> Vec<Bytes> {
+    stored(nc, stream, subject)
+        .await
+        .into_iter()
+        .map(|m| m.payload.clone())
+        .collect()
+}
+
+/// Every message stored on `subject` in `stream`, oldest first.
+async fn stored(nc: &async_nats::Client, stream: &str, subject: &str) -> Vec<jetstream::Message> {
     let js = jetstream::new(nc.clone());
     let stream = js.get_stream(stream).await.unwrap();
     let consumer = stream
@@ -85,7 +75,7 @@ pub async fn messages_raw(nc: &async_nats::Client, stream: &str, subject: &str) 
             .expect("stored messages arrive")
             .unwrap()
             .unwrap();
-        out.push(m.payload.clone());
+        out.push(m);
     }
     out
 }
