@@ -604,3 +604,90 @@ mod tests {
         )));
     }
 }
+
+/// What `swarm gc` removed of one swarm.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Collected {
+    /// The swarm.
+    pub swarm_id: String,
+    /// Its messages in the `A2AP` stream (deployment, assignments, progress,
+    /// results, errors, control, the report).
+    pub messages: u64,
+    /// Entries of its state, mission record, journal, memory and questions.
+    pub entries: u64,
+    /// Its approval requests.
+    pub approvals: u64,
+    /// Whether its HTML report was in the object store.
+    pub report: bool,
+}
+
+/// Removes everything a finished swarm left in JetStream: its messages,
+/// state, mission record, journal, memory notes, questions, approval
+/// requests and the report in the object store. Refused for a swarm that is
+/// still running (cancel it first) and for an unknown one. Purging needs a
+/// login allowed to purge (an operator's, not the `client` user of the
+/// production configuration); the boss's own copy of the HTML page on its
+/// disk is not touched.
+pub async fn gc(client: &Client, swarm_id: &str) -> anyhow::Result<Collected> {
+    let known = lookup(client, swarm_id).await?;
+    let status = known.status();
+    if !status.is_terminal() {
+        return Err(fail(
+            Exit::Error,
+            format!(
+                "swarm {swarm_id} is still running; cancel it first (`swarm cancel {swarm_id}`)"
+            ),
+        ));
+    }
+    let js = jetstream::new(client.clone());
+    let purge = |stream: String, filter: String| {
+        let js = js.clone();
+        async move {
+            let stream_handle = js
+                .get_stream(&stream)
+                .await
+                .with_context(|| format!("opening {stream}"))?;
+            let done = stream_handle
+                .purge()
+                .filter(filter.clone())
+                .await
+                .with_context(|| format!("purging {filter} from {stream}"))?;
+            anyhow::Ok(done.purged)
+        }
+    };
+    let mut collected = Collected {
+        swarm_id: swarm_id.to_string(),
+        ..Default::default()
+    };
+    collected.messages += purge(subjects::A2AP_STREAM.into(), format!("a2ap.{swarm_id}.>")).await?;
+    collected.messages += purge(
+        subjects::A2AP_STREAM.into(),
+        format!("a2ap.work.*.{swarm_id}.>"),
+    )
+    .await?;
+    for (bucket, filter) in [
+        (subjects::SWARMS_BUCKET, swarm_id.to_string()),
+        (subjects::MISSIONS_BUCKET, swarm_id.to_string()),
+        (subjects::JOURNAL_BUCKET, format!("{swarm_id}.>")),
+        (subjects::MEMORY_BUCKET, format!("{swarm_id}.>")),
+        (subjects::INPUTS_BUCKET, format!("{swarm_id}.>")),
+    ] {
+        collected.entries +=
+            purge(format!("KV_{bucket}"), format!("$KV.{bucket}.{filter}")).await?;
+    }
+    for record in approvals(client, true).await? {
+        if record.swarm_id.as_deref() == Some(swarm_id) {
+            collected.approvals += purge(
+                format!("KV_{}", subjects::APPROVALS_BUCKET),
+                format!("$KV.{}.{}", subjects::APPROVALS_BUCKET, record.approval_id),
+            )
+            .await?;
+        }
+    }
+    let reports = js
+        .get_object_store(subjects::REPORTS_BUCKET)
+        .await
+        .context("opening the reports object store")?;
+    collected.report = reports.delete(format!("{swarm_id}.html")).await.is_ok();
+    Ok(collected)
+}

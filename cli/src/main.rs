@@ -101,6 +101,14 @@ enum Command {
         #[arg(long, default_value = "cancelled from the swarm CLI")]
         reason: String,
     },
+    /// Remove everything a finished swarm left in JetStream (needs a login allowed to purge).
+    Gc {
+        /// The swarm id.
+        swarm_id: String,
+        /// Print what was removed as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// List approval requests of destructive tool calls (pending ones of running swarms unless --all).
     Approvals {
         /// Also the decided and expired ones, and those of ended swarms.
@@ -444,6 +452,26 @@ async fn run(command: Command, conn: &Connection) -> anyhow::Result<Exit> {
             let by = std::env::var("USER").unwrap_or_else(|_| "swarm-cli".into());
             let r = client::answer(&nc, &swarm_id, &task_id, &text, &by).await?;
             println!("answered {}/{}: {:?}", swarm_id, task_id, r.question);
+            Ok(Exit::Completed)
+        }
+        Command::Gc { swarm_id, json } => {
+            let nc = conn.connect().await?;
+            let collected = client::gc(&nc, &swarm_id).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&collected)?);
+            } else {
+                println!(
+                    "removed swarm {swarm_id}: {} message(s), {} stored entries, {} approval request(s){}",
+                    collected.messages,
+                    collected.entries,
+                    collected.approvals,
+                    if collected.report {
+                        ", its HTML report"
+                    } else {
+                        ""
+                    }
+                );
+            }
             Ok(Exit::Completed)
         }
         Command::Cancel { swarm_id, reason } => {

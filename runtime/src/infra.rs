@@ -3,6 +3,10 @@
 //!
 //! After creating each one, the configuration the server returns is checked:
 //! an older server drops fields it does not know without an error.
+//!
+//! Nothing grows without bound: every stream and bucket has an age and a
+//! size bound ([`Retention`], from the environment, the same on every role),
+//! applied to existing ones at start too.
 
 use std::time::Duration;
 
@@ -44,9 +48,99 @@ fn setup_err(what: &str, e: impl std::fmt::Display) -> RuntimeError {
     }
 }
 
-/// Stream configurations, with `replicas` copies each.
+const DAY: Duration = Duration::from_secs(24 * 3600);
+const GIB: i64 = 1 << 30;
+
+/// How long and how much Swarm keeps. Every role applies these when it
+/// starts, so give every role the same values.
+///
+/// | what | variable | default |
+/// |---|---|---|
+/// | swarm state, mission records, the A2AP stream's messages, reports | `SWARM_RETENTION_DAYS` | 30 days |
+/// | the step journal | `SWARM_JOURNAL_DAYS` | 7 days |
+/// | approval requests and questions | `SWARM_REQUESTS_DAYS` | 30 days |
+/// | agent memory (shared notes outlive missions) | `SWARM_MEMORY_DAYS` | 90 days |
+/// | dead letters, the missions stream | `SWARM_RETENTION_DAYS` | 30 days |
+/// | bytes of the A2AP stream (the oldest messages go first) | `SWARM_A2AP_MAX_GB` | the server's store limit |
+/// | bytes of each other stream or bucket (new missions are refused past it; the oldest dead letters go first) | `SWARM_BUCKET_MAX_GB` | the server's store limit |
+///
+/// Byte bounds are off unless set: the server reserves a bounded stream's
+/// bytes in its store up front, so a default large enough for production
+/// would not fit a small machine.
+///
+/// Keep the retention longer than the longest mission may run (the boss's
+/// `max_execution_minutes`, 60 by default): a swarm's state expires that
+/// long after its last change. `swarm gc <swarm>` removes a finished
+/// swarm's data at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retention {
+    /// State, records, A2AP messages, reports, dead letters, missions.
+    pub finished: Duration,
+    /// The step journal.
+    pub journal: Duration,
+    /// Approval requests and questions.
+    pub requests: Duration,
+    /// Agent memory.
+    pub memory: Duration,
+    /// Bytes of the A2AP stream; 0: the server's store limit.
+    pub a2ap_bytes: i64,
+    /// Bytes of each other stream, bucket and the object store; 0: the
+    /// server's store limit.
+    pub bucket_bytes: i64,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            finished: 30 * DAY,
+            journal: 7 * DAY,
+            requests: 30 * DAY,
+            memory: 90 * DAY,
+            a2ap_bytes: 0,
+            bucket_bytes: 0,
+        }
+    }
+}
+
+impl Retention {
+    /// The defaults, overridden by the variables in the table above (a
+    /// value that is not a positive number keeps the default).
+    pub fn from_env() -> Retention {
+        Retention::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Retention {
+        let d = Retention::default();
+        let number = |name: &str| {
+            get(name)
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|v| v.is_finite() && *v > 0.0)
+        };
+        let days = |name: &str, default: Duration| {
+            number(name).map_or(default, |v| Duration::from_secs_f64(v * DAY.as_secs_f64()))
+        };
+        let gib =
+            |name: &str, default: i64| number(name).map_or(default, |v| (v * GIB as f64) as i64);
+        Retention {
+            finished: days("SWARM_RETENTION_DAYS", d.finished),
+            journal: days("SWARM_JOURNAL_DAYS", d.journal),
+            requests: days("SWARM_REQUESTS_DAYS", d.requests),
+            memory: days("SWARM_MEMORY_DAYS", d.memory),
+            a2ap_bytes: gib("SWARM_A2AP_MAX_GB", d.a2ap_bytes),
+            bucket_bytes: gib("SWARM_BUCKET_MAX_GB", d.bucket_bytes),
+        }
+    }
+}
+
+/// Stream configurations, with `replicas` copies each and the default
+/// [`Retention`].
 pub fn stream_configs(replicas: usize) -> Vec<stream::Config> {
-    let day = Duration::from_secs(24 * 3600);
+    stream_configs_with(replicas, &Retention::default())
+}
+
+/// Stream configurations, with `replicas` copies each, kept as `keep` says.
+pub fn stream_configs_with(replicas: usize, keep: &Retention) -> Vec<stream::Config> {
+    let day = DAY;
     vec![
         stream::Config {
             name: subjects::MISSIONS_STREAM.into(),
@@ -56,7 +150,9 @@ pub fn stream_configs(replicas: usize) -> Vec<stream::Config> {
             num_replicas: replicas,
             // A mission id retried within a day is recognised by the stream itself.
             duplicate_window: day,
-            max_age: 30 * day,
+            max_age: keep.finished.max(day),
+            max_bytes: keep.bucket_bytes,
+            discard: stream::DiscardPolicy::New,
             ..Default::default()
         },
         stream::Config {
@@ -66,7 +162,11 @@ pub fn stream_configs(replicas: usize) -> Vec<stream::Config> {
             storage: stream::StorageType::File,
             num_replicas: replicas,
             duplicate_window: Duration::from_secs(3600),
-            max_age: 7 * day,
+            max_age: keep.finished,
+            // The oldest messages go first: refusing new ones would stop
+            // every running swarm.
+            max_bytes: keep.a2ap_bytes,
+            discard: stream::DiscardPolicy::Old,
             allow_direct: true,
             ..Default::default()
         },
@@ -76,7 +176,9 @@ pub fn stream_configs(replicas: usize) -> Vec<stream::Config> {
             subjects: vec![subjects::DEADLETTER_STREAM_SUBJECTS.into()],
             storage: stream::StorageType::File,
             num_replicas: replicas,
-            max_age: 30 * day,
+            max_age: keep.finished,
+            max_bytes: keep.bucket_bytes,
+            discard: stream::DiscardPolicy::Old,
             ..Default::default()
         },
     ]
@@ -113,6 +215,21 @@ async fn ensure_stream(js: &Context, cfg: stream::Config) -> Result<(), RuntimeE
 async fn ensure_kv(js: &Context, cfg: kv::Config) -> Result<kv::Store, RuntimeError> {
     let what = format!("bucket {}", cfg.bucket);
     if let Ok(store) = js.get_key_value(&cfg.bucket).await {
+        // Bring an existing bucket's bounds to this configuration.
+        let stream = format!("KV_{}", cfg.bucket);
+        let mut current = js
+            .get_stream(&stream)
+            .await
+            .map_err(|e| setup_err(&what, e))?;
+        let info = current.info().await.map_err(|e| setup_err(&what, e))?;
+        if info.config.max_age != cfg.max_age || info.config.max_bytes != cfg.max_bytes {
+            let mut updated = info.config.clone();
+            updated.max_age = cfg.max_age;
+            updated.max_bytes = cfg.max_bytes;
+            js.update_stream(updated)
+                .await
+                .map_err(|e| setup_err(&what, e))?;
+        }
         return Ok(store);
     }
     match js.create_key_value(cfg.clone()).await {
@@ -127,26 +244,39 @@ async fn ensure_kv(js: &Context, cfg: kv::Config) -> Result<kv::Store, RuntimeEr
 
 impl Infra {
     /// Connects the JetStream context and creates (or updates) every stream
-    /// and bucket, each with `replicas` copies.
+    /// and bucket, each with `replicas` copies, kept as the environment's
+    /// [`Retention`] says.
     pub async fn ensure(client: &Client, replicas: usize) -> Result<Infra, RuntimeError> {
+        Infra::ensure_with(client, replicas, &Retention::from_env()).await
+    }
+
+    /// [`ensure`](Self::ensure) with a given retention.
+    pub async fn ensure_with(
+        client: &Client,
+        replicas: usize,
+        keep: &Retention,
+    ) -> Result<Infra, RuntimeError> {
         // A cluster that is still forming (or electing leaders) answers
         // setup requests with timeouts for a while: retry those.
         crate::retry::retry(
-            || Infra::ensure_once(client, replicas),
+            || Infra::ensure_once(client, replicas, keep),
             |e| matches!(e, RuntimeError::Setup { .. } | RuntimeError::NoJetStream(_)),
         )
         .await
     }
 
-    async fn ensure_once(client: &Client, replicas: usize) -> Result<Infra, RuntimeError> {
+    async fn ensure_once(
+        client: &Client,
+        replicas: usize,
+        keep: &Retention,
+    ) -> Result<Infra, RuntimeError> {
         let js = jetstream::new(client.clone());
         js.query_account()
             .await
             .map_err(|e| RuntimeError::NoJetStream(e.to_string()))?;
-        for cfg in stream_configs(replicas) {
+        for cfg in stream_configs_with(replicas, keep) {
             ensure_stream(&js, cfg).await?;
         }
-        let day = Duration::from_secs(24 * 3600);
         let bucket = |name: &str, description: &str, max_age: Duration| kv::Config {
             bucket: name.into(),
             description: description.into(),
@@ -154,6 +284,7 @@ impl Infra {
             storage: stream::StorageType::File,
             num_replicas: replicas,
             max_age,
+            max_bytes: keep.bucket_bytes,
             ..Default::default()
         };
         let swarms = ensure_kv(
@@ -161,7 +292,7 @@ impl Infra {
             bucket(
                 subjects::SWARMS_BUCKET,
                 "SwarmState by swarm id",
-                Duration::ZERO,
+                keep.finished,
             ),
         )
         .await?;
@@ -170,7 +301,7 @@ impl Infra {
             bucket(
                 subjects::MISSIONS_BUCKET,
                 "MissionRecord by swarm id",
-                Duration::ZERO,
+                keep.finished,
             ),
         )
         .await?;
@@ -180,7 +311,7 @@ impl Infra {
             bucket(
                 subjects::JOURNAL_BUCKET,
                 "Agent-loop steps by swarm, task, attempt, revision and step",
-                7 * day,
+                keep.journal,
             ),
         )
         .await?;
@@ -189,7 +320,7 @@ impl Infra {
             bucket(
                 subjects::APPROVALS_BUCKET,
                 "Approval requests of destructive tool calls by approval id",
-                30 * day,
+                keep.requests,
             ),
         )
         .await?;
@@ -198,7 +329,7 @@ impl Infra {
             bucket(
                 subjects::MEMORY_BUCKET,
                 "Agent memory: <swarm or shared>.<key>",
-                Duration::ZERO,
+                keep.memory,
             ),
         )
         .await?;
@@ -207,7 +338,7 @@ impl Infra {
             bucket(
                 subjects::INPUTS_BUCKET,
                 "Questions tasks ask people, by <swarm>.<task>",
-                30 * day,
+                keep.requests,
             ),
         )
         .await?;
@@ -219,6 +350,8 @@ impl Infra {
                     description: Some("Rendered HTML reports by swarm id".into()),
                     storage: stream::StorageType::File,
                     num_replicas: replicas,
+                    max_age: keep.finished,
+                    max_bytes: keep.bucket_bytes,
                     ..Default::default()
                 };
                 match js.create_object_store(cfg).await {
@@ -256,5 +389,46 @@ impl Infra {
             .get_stream(subjects::MISSIONS_STREAM)
             .await
             .map_err(|e| setup_err("stream MISSIONS", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_comes_from_the_environment_with_defaults() {
+        let d = Retention::default();
+        assert_eq!(Retention::from_lookup(|_| None), d);
+        let r = Retention::from_lookup(|name| match name {
+            "SWARM_RETENTION_DAYS" => Some("2".into()),
+            "SWARM_JOURNAL_DAYS" => Some("0.5".into()),
+            "SWARM_A2AP_MAX_GB" => Some("1".into()),
+            "SWARM_BUCKET_MAX_GB" => Some("nonsense".into()),
+            "SWARM_REQUESTS_DAYS" => Some("-3".into()),
+            _ => None,
+        });
+        assert_eq!(r.finished, 2 * DAY);
+        assert_eq!(r.journal, DAY / 2);
+        assert_eq!(r.a2ap_bytes, GIB);
+        assert_eq!(r.bucket_bytes, d.bucket_bytes);
+        assert_eq!(d.bucket_bytes, 0, "no reservation unless asked for");
+        assert_eq!(r.requests, d.requests);
+    }
+
+    #[test]
+    fn every_stream_is_bounded_in_age_and_in_bytes_when_asked() {
+        for cfg in stream_configs(1) {
+            assert!(cfg.max_age > Duration::ZERO, "{}", cfg.name);
+            assert_eq!(cfg.max_bytes, 0, "{}", cfg.name);
+        }
+        let keep = Retention {
+            a2ap_bytes: GIB,
+            bucket_bytes: GIB / 2,
+            ..Retention::default()
+        };
+        for cfg in stream_configs_with(1, &keep) {
+            assert!(cfg.max_bytes > 0, "{}", cfg.name);
+        }
     }
 }

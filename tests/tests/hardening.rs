@@ -336,3 +336,100 @@ async fn an_event_a_manager_died_on_is_set_aside_and_fails_its_swarm() {
 fn swarm_manager_mark(seq: u64) -> String {
     format!("marks={seq}")
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_store_is_bounded_and_gc_removes_a_finished_swarm() {
+    use async_nats::jetstream;
+    // Byte bounds are asked for (they are off by default); small ones, as
+    // the server reserves them in its store.
+    let cluster = Cluster::builder()
+        .bosses(1)
+        .managers(1)
+        .workers(1)
+        .env("SWARM_A2AP_MAX_GB", "0.05")
+        .env("SWARM_BUCKET_MAX_GB", "0.01")
+        .start()
+        .await
+        .expect("the cluster starts");
+    let nc = cluster.client().await;
+    let js = jetstream::new(nc.clone());
+    for name in [
+        subjects::A2AP_STREAM,
+        subjects::MISSIONS_STREAM,
+        subjects::DEADLETTER_STREAM,
+        "KV_swarms",
+        "KV_missions",
+        "KV_journal",
+        "KV_approvals",
+        "KV_inputs",
+        "KV_memory",
+        "OBJ_reports",
+    ] {
+        let info = js
+            .get_stream(name)
+            .await
+            .unwrap()
+            .info()
+            .await
+            .unwrap()
+            .config
+            .clone();
+        assert!(info.max_bytes > 0, "{name} has no size bound");
+        assert!(!info.max_age.is_zero(), "{name} has no age bound");
+    }
+
+    let (finished, _) = one_mission(&cluster, &nc, "to be collected").await;
+    swarm_cli::client::wait_for_rendering(&nc, &finished, Duration::from_secs(20))
+        .await
+        .unwrap();
+    // A running swarm is refused (no worker takes this one's task).
+    let running = common::submit(
+        &nc,
+        &common::mission(
+            "still running",
+            vec![common::task("a", &common::sleep(30_000), &[])],
+        ),
+    )
+    .await;
+    common::eventually(
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+        "the running swarm",
+        || {
+            let nc = nc.clone();
+            let running = running.clone();
+            async move {
+                swarm_cli::client::state(&nc, &running)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map(|_| ())
+                    .ok_or_else(|| "not yet".to_string())
+            }
+        },
+    )
+    .await;
+    let refused = swarm_cli::client::gc(&nc, &running).await.unwrap_err();
+    assert!(
+        format!("{refused:#}").contains("still running"),
+        "{refused:#}"
+    );
+
+    let collected = swarm_cli::client::gc(&nc, &finished).await.unwrap();
+    assert!(collected.messages >= 4, "{collected:?}");
+    assert!(collected.entries >= 2, "{collected:?}");
+    assert!(collected.report, "{collected:?}");
+    let gone = swarm_cli::client::lookup(&nc, &finished).await.unwrap_err();
+    assert!(format!("{gone:#}").contains("no such swarm"), "{gone:#}");
+    assert!(
+        common::messages_raw(&nc, subjects::A2AP_STREAM, &format!("a2ap.{finished}.>"))
+            .await
+            .is_empty()
+    );
+    // The other swarm is untouched.
+    assert!(
+        swarm_cli::client::state(&nc, &running)
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
