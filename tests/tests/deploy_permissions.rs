@@ -261,6 +261,19 @@ async fn each_role_does_its_part_and_nothing_else() {
     client
         .refused_publish("$JS.API.CONSUMER.DELETE.A2AP.manager")
         .await;
+    // A client reads the swarms' messages, state, records and reports, not
+    // the agents' journal and memory, the dead letters or the missions stream.
+    for stream in ["KV_journal", "KV_memory", "DEADLETTER", "MISSIONS"] {
+        client
+            .refused_publish(&format!("$JS.API.DIRECT.GET.{stream}"))
+            .await;
+        client
+            .refused_publish(&format!("$JS.API.STREAM.MSG.GET.{stream}"))
+            .await;
+        client
+            .refused_publish(&format!("$JS.API.CONSUMER.CREATE.{stream}"))
+            .await;
+    }
     // ... and cannot write swarm state through the KV API either.
     assert!(state.put("s1", Bytes::from_static(b"{}")).await.is_err());
     client.expect_violation("$KV.swarms.s1").await;
