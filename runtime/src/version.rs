@@ -1,7 +1,8 @@
 //! The oldest nats-server Swarm runs on, and the check every binary makes.
 //!
-//! 2.11 is the floor: older servers lack per-key TTLs, and Debian's 2.9.10
-//! has a clustered compare-and-swap bug (DESIGN.md section 8).
+//! 2.11 is the floor: older servers lack pinned consumers (the manager's
+//! priority group), and Debian's 2.9.10 has a clustered compare-and-swap
+//! bug (ARCHITECTURE.md, "The NATS server").
 
 use crate::RuntimeError;
 
