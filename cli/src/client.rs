@@ -422,11 +422,6 @@ async fn status_of(client: &Client, swarm_id: &str) -> anyhow::Result<Option<Swa
     })
 }
 
-/// Why a request of an ended swarm can no longer be decided or answered.
-fn ended_reason(status: SwarmStatus) -> String {
-    format!("the swarm ended: {status:?}")
-}
-
 /// Approval requests in the `approvals` bucket, oldest first. Unless `all`,
 /// only the pending ones whose swarm is still running.
 pub async fn approvals(client: &Client, all: bool) -> anyhow::Result<Vec<ApprovalRecord>> {
@@ -506,7 +501,7 @@ pub async fn decide(
         && status.is_terminal()
     {
         record.status = ApprovalStatus::Expired;
-        record.reason = Some(ended_reason(status));
+        record.reason = Some(swarm_common::swarm_ended(status));
         let bytes = Bytes::from(Codec::MsgPack.encode(&record)?);
         // Lost to a concurrent change (the worker expiring it, say): the
         // request is settled either way, and the answer is the same.
@@ -564,7 +559,7 @@ pub async fn answer(
     if let Some(status) = status_of(client, swarm_id).await?
         && status.is_terminal()
     {
-        record.closed = Some(ended_reason(status));
+        record.closed = Some(swarm_common::swarm_ended(status));
         let bytes = Bytes::from(Codec::MsgPack.encode(&record)?);
         // A lost race means someone else changed it first; the question
         // cannot be answered in either case.

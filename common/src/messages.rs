@@ -912,6 +912,16 @@ impl Payload for ErrorMessage {
     const MESSAGE_TYPE: MessageType = MessageType::Error;
 }
 
+/// How every notice that a swarm has ended begins: the reason of the
+/// `Control::Cancel` a manager sends its workers when a swarm ends before its
+/// tasks, and of the approvals and questions closed because of it.
+pub const SWARM_ENDED: &str = "the swarm ended";
+
+/// The notice that a swarm ended with `status`.
+pub fn swarm_ended(status: SwarmStatus) -> String {
+    format!("{SWARM_ENDED}: {status:?}")
+}
+
 /// A command to a swarm, sent on `a2ap.<swarm>.control`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "snake_case")]

@@ -291,8 +291,11 @@ async fn route(
     max_swarms: usize,
     checked: bool,
 ) {
-    let swarm_id = match Subject::parse(&msg.subject) {
-        Some(s) if subjects::is_token(s.swarm_id()) => s.swarm_id().to_string(),
+    // `Subject::parse` takes only ids that are tokens.
+    let parsed = Subject::parse(&msg.subject);
+    let control = matches!(parsed, Some(Subject::Control { .. }));
+    let swarm_id = match parsed {
+        Some(s) => s.swarm_id().to_string(),
         _ => {
             let reason = ErrorBody::new(
                 ErrorCode::ValidationFailed,
@@ -309,7 +312,7 @@ async fn route(
             Err(mpsc::error::SendError(m)) => msg = m,
         }
     }
-    if !checked && matches!(Subject::parse(&msg.subject), Some(Subject::Control { .. })) {
+    if !checked && control {
         tokio::spawn(check_control(ctx.clone(), swarm_id, msg));
         return;
     }
@@ -432,7 +435,7 @@ struct Held {
 /// one per hop. Its events stay unacked until the write lands, so this must
 /// stay far below the manager's `ack_wait` (0.5 s at the least). 12 ms against
 /// 5 ms took a chain of 50 from about seven writes of its whole state to
-/// three (BENCHMARKS.md, sixth round); 30 ms against 12 takes it to one or
+/// three (bench/results/history.md, sixth round); 30 ms against 12 takes it to one or
 /// two and the chain down about 4 % with the server on one Go thread
 /// (eighth round), where each write's cost in the server weighs more.
 const DEFER_WRITE: Duration = Duration::from_millis(30);
@@ -916,6 +919,7 @@ async fn set_aside(
     swarm_id: &str,
     msg: &jetstream::Message,
     reason: &ErrorBody,
+    deployment: bool,
 ) -> bool {
     if let Err(e) = wire::dead_letter(
         &ctx.infra.js,
@@ -930,7 +934,7 @@ async fn set_aside(
         warn!(error = %e, "cannot record a dead letter; the event will come again");
         return false;
     }
-    if matches!(Subject::parse(&msg.subject), Some(Subject::Deploy { .. })) {
+    if deployment {
         let env = Envelope::new(
             ctx.agent_id.as_str(),
             "client",
@@ -971,13 +975,14 @@ async fn apply_marked(
     let mut items = Vec::new();
     for (index, msg) in msgs.iter().enumerate() {
         if let Some(reason) = poisoned.get(&index) {
-            if !set_aside(ctx, swarm_id, msg, reason).await {
+            let deployment = matches!(Subject::parse(&msg.subject), Some(Subject::Deploy { .. }));
+            if !set_aside(ctx, swarm_id, msg, reason, deployment).await {
                 outcomes[index] = Some(Err(Failure::Retry(anyhow::anyhow!(
                     "an event to set aside could not be recorded"
                 ))));
                 continue;
             }
-            if matches!(Subject::parse(&msg.subject), Some(Subject::Deploy { .. })) {
+            if deployment {
                 outcomes[index] = Some(Ok(()));
                 continue;
             }
@@ -1584,10 +1589,6 @@ async fn await_acks(acks: Vec<PublishAckFuture>) -> anyhow::Result<()> {
 /// spent budget, cancelled): they stop its running tasks and close the
 /// approval requests and questions those wait on. Sent once (deduplicated);
 /// the managers' own copy changes nothing, the swarm having ended.
-/// How a cancel the manager sends for a swarm that ended begins, so that
-/// workers word what they close as an end rather than a person's cancel.
-pub const ENDED: &str = "the swarm ended";
-
 async fn stop_workers(ctx: &Ctx, swarm_id: &str, status: swarm_common::SwarmStatus) {
     let env = Envelope::new(
         ctx.agent_id.as_str(),
@@ -1595,7 +1596,7 @@ async fn stop_workers(ctx: &Ctx, swarm_id: &str, status: swarm_common::SwarmStat
         swarm_id,
         swarm_id,
         Control::Cancel {
-            reason: format!("{ENDED} {status:?}"),
+            reason: swarm_common::swarm_ended(status),
         },
     );
     let msg_id = format!("{swarm_id}.ended");

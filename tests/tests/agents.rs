@@ -853,7 +853,7 @@ async fn a_swarm_that_ends_closes_its_pending_approvals() {
     assert_eq!(timed_out.overall_status, SwarmStatus::TimedOut);
     let closed = decided_approval(&nc, &pending.approval_id).await;
     assert_eq!(closed.status, ApprovalStatus::Expired);
-    assert_eq!(closed.reason.as_deref(), Some("the swarm ended TimedOut"));
+    assert_eq!(closed.reason.as_deref(), Some("the swarm ended: TimedOut"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

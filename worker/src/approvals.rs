@@ -5,8 +5,6 @@
 //! reason ([`NatsApprover::close`]), so nobody approves a call that can no
 //! longer run.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
@@ -23,6 +21,8 @@ use swarm_common::{
 use swarm_runtime::wire;
 use tracing::{info, warn};
 
+use crate::waits::Waits;
+
 /// Asks people through the `approvals` bucket.
 pub struct NatsApprover {
     store: kv::Store,
@@ -30,28 +30,7 @@ pub struct NatsApprover {
     worker_id: String,
     wait: Duration,
     /// The requests this worker waits on, by swarm.
-    open: Arc<Mutex<HashMap<String, HashSet<String>>>>,
-}
-
-/// Keeps a request in [`NatsApprover`]'s open set while its wait lives: a
-/// wait that ends, however (decided, expired, or its task stopped), leaves it.
-struct Open {
-    open: Arc<Mutex<HashMap<String, HashSet<String>>>>,
-    swarm_id: String,
-    approval_id: String,
-}
-
-impl Drop for Open {
-    fn drop(&mut self) {
-        if let Ok(mut map) = self.open.lock()
-            && let Some(ids) = map.get_mut(&self.swarm_id)
-        {
-            ids.remove(&self.approval_id);
-            if ids.is_empty() {
-                map.remove(&self.swarm_id);
-            }
-        }
-    }
+    open: Waits,
 }
 
 impl NatsApprover {
@@ -67,21 +46,14 @@ impl NatsApprover {
             js,
             worker_id: worker_id.into(),
             wait,
-            open: Arc::default(),
+            open: Waits::default(),
         }
     }
 
     /// The ids of the requests this worker waits on for `swarm_id`. Taken
     /// before the swarm's tasks are stopped, whose waits then end.
     pub fn open_requests(&self, swarm_id: &str) -> Vec<String> {
-        self.open
-            .lock()
-            .map(|map| {
-                map.get(swarm_id)
-                    .map(|ids| ids.iter().cloned().collect())
-                    .unwrap_or_default()
-            })
-            .unwrap_or_default()
+        self.open.of(swarm_id)
     }
 
     /// Closes requests that are still pending as expired with `reason`
@@ -220,18 +192,10 @@ impl Approver for NatsApprover {
                 ));
             }
         };
-        let _open = record.swarm_id.clone().map(|swarm_id| {
-            if let Ok(mut map) = self.open.lock() {
-                map.entry(swarm_id.clone())
-                    .or_default()
-                    .insert(approval_id.clone());
-            }
-            Open {
-                open: self.open.clone(),
-                swarm_id,
-                approval_id: approval_id.clone(),
-            }
-        });
+        let _open = record
+            .swarm_id
+            .as_deref()
+            .map(|swarm_id| self.open.enter(swarm_id, &approval_id));
         info!(%approval_id, tool = %record.tool, "waiting for approval");
         self.announce(&record).await;
         let mut watch = match self.store.watch_with_history(&approval_id).await {

@@ -13,8 +13,8 @@ pub mod cancels;
 pub mod journal;
 pub mod memory;
 pub mod tools;
+pub mod waits;
 
-use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -134,7 +134,7 @@ struct Ctx {
     /// The approver, whose open requests a swarm's end closes.
     approver: Arc<approvals::NatsApprover>,
     /// Per swarm, the tasks whose questions wait for a person here.
-    questions: std::sync::Mutex<HashMap<String, HashSet<String>>>,
+    questions: waits::Waits,
 }
 
 impl Ctx {
@@ -150,34 +150,6 @@ impl Ctx {
     fn cancel(&self, swarm_id: &str) {
         if let Ok(mut c) = self.cancels.lock() {
             c.cancel(swarm_id);
-        }
-    }
-
-    /// The tasks of `swarm_id` whose questions wait here.
-    fn open_questions(&self, swarm_id: &str) -> Vec<String> {
-        self.questions
-            .lock()
-            .map(|map| {
-                map.get(swarm_id)
-                    .map(|t| t.iter().cloned().collect())
-                    .unwrap_or_default()
-            })
-            .unwrap_or_default()
-    }
-
-    /// Notes that a task's question waits here (`open`) or no longer does.
-    fn question_open(&self, swarm_id: &str, task_id: &str, open: bool) {
-        if let Ok(mut map) = self.questions.lock() {
-            if open {
-                map.entry(swarm_id.to_string())
-                    .or_default()
-                    .insert(task_id.to_string());
-            } else if let Some(tasks) = map.get_mut(swarm_id) {
-                tasks.remove(task_id);
-                if tasks.is_empty() {
-                    map.remove(swarm_id);
-                }
-            }
         }
     }
 
@@ -200,17 +172,17 @@ async fn watch_control(ctx: Arc<Ctx>, mut sub: async_nats::Subscriber) {
             info!(swarm_id = %env.swarm_id, "swarm cancelled; stopping its tasks");
             // Taken before the tasks stop, as their waits leave the sets.
             let approvals = ctx.approver.open_requests(&env.swarm_id);
-            let questions = ctx.open_questions(&env.swarm_id);
+            let questions = ctx.questions.of(&env.swarm_id);
             ctx.cancel(&env.swarm_id);
             if approvals.is_empty() && questions.is_empty() {
                 continue;
             }
             let ctx = ctx.clone();
             // The manager's notice of an end says so itself ("the swarm
-            // ended TimedOut"); a person's cancel carries their reason.
+            // ended: TimedOut"); a person's cancel carries their reason.
             let why = match reason.trim() {
                 "" => "the swarm was cancelled".to_string(),
-                r if r.starts_with("the swarm ended") => r.to_string(),
+                r if r.starts_with(swarm_common::SWARM_ENDED) => r.to_string(),
                 r => format!("the swarm was cancelled: {r}"),
             };
             tokio::spawn(async move {
@@ -701,7 +673,7 @@ async fn run_rounds(
             _ => return Ok((outcome, verdicts)),
         };
         ask(ctx, &env.swarm_id, &a.task_id, &question).await?;
-        let _open = OpenQuestion::new(ctx, &env.swarm_id, &a.task_id);
+        let _open = ctx.questions.enter(&env.swarm_id, &a.task_id);
         progress(
             ctx,
             env,
@@ -743,31 +715,6 @@ async fn ask(ctx: &Ctx, swarm_id: &str, task_id: &str, question: &str) -> anyhow
         .await
         .context("storing the question")?;
     Ok(())
-}
-
-/// Keeps a task in the worker's open questions while it waits for an answer:
-/// however the wait ends (answered, closed, its task stopped), it leaves.
-struct OpenQuestion<'a> {
-    ctx: &'a Ctx,
-    swarm_id: &'a str,
-    task_id: &'a str,
-}
-
-impl<'a> OpenQuestion<'a> {
-    fn new(ctx: &'a Ctx, swarm_id: &'a str, task_id: &'a str) -> Self {
-        ctx.question_open(swarm_id, task_id, true);
-        OpenQuestion {
-            ctx,
-            swarm_id,
-            task_id,
-        }
-    }
-}
-
-impl Drop for OpenQuestion<'_> {
-    fn drop(&mut self) {
-        self.ctx.question_open(self.swarm_id, self.task_id, false);
-    }
 }
 
 /// Closes a question that is still unanswered, with `reason`
