@@ -6,7 +6,7 @@
 //! Every A2AP message carries a few timestamps and a swarm's state a few per
 //! task; chrono formats them a character at a time through `fmt::Write` and
 //! parses them with its format-item machinery, which took about 5 % of the
-//! manager's CPU and 2.5 % of a worker's per `echo` task (BENCHMARKS.md,
+//! manager's CPU and 2.5 % of a worker's per `echo` task (bench/results/history.md,
 //! seventh round). The usual form is written and read here directly; any
 //! other (a year outside 0-9999, a leap second, an offset other than `Z`,
 //! more than nine fraction digits) goes through chrono as before, so what is
