@@ -87,8 +87,8 @@ fi
 echo "ok: max_payload $dev_payload in both"
 
 step "accounts.conf names every stream and bucket of subjects.rs"
-# Every role creates them at start (Infra::ensure): a new one needs its
-# JetStream API permissions in k8s/base/nats/accounts.conf.
+# `swarm setup` creates them as admin and the roles read them: a new one
+# needs the roles' JetStream API permissions in k8s/base/nats/accounts.conf.
 missing=0
 while read -r kind name; do
     case "$kind" in
@@ -96,7 +96,7 @@ while read -r kind name; do
         REPORTS) stream="OBJ_$name" ;;
         *) stream="KV_$name" ;;
     esac
-    if ! grep -q "STREAM.CREATE.$stream\"" k8s/base/nats/accounts.conf; then
+    if ! grep -qw "$stream" k8s/base/nats/accounts.conf; then
         echo "k8s/base/nats/accounts.conf: no permissions for $stream (from common/src/subjects.rs)" >&2
         missing=1
     fi

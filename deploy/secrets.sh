@@ -4,7 +4,8 @@
 # `kubectl apply -k` stops with a missing-file error.
 #
 #   k8s/overlays/<overlay>/secrets/nats-passwords.env   Secret nats-passwords
-#       NATS_BOSS_PASSWORD, NATS_MANAGER_PASSWORD, NATS_WORKER_PASSWORD,
+#       NATS_ADMIN_PASSWORD (`swarm setup`), NATS_BOSS_PASSWORD,
+#       NATS_MANAGER_PASSWORD, NATS_WORKER_PASSWORD,
 #       NATS_CLIENT_PASSWORD (the users), NATS_ROUTE_PASSWORD (the routes
 #       between NATS nodes)
 #   k8s/overlays/<overlay>/secrets/llm-keys.env         Secret llm-keys
@@ -29,8 +30,8 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-readonly PASSWORDS=(NATS_BOSS_PASSWORD NATS_MANAGER_PASSWORD NATS_WORKER_PASSWORD
-    NATS_CLIENT_PASSWORD NATS_ROUTE_PASSWORD)
+readonly PASSWORDS=(NATS_ADMIN_PASSWORD NATS_BOSS_PASSWORD NATS_MANAGER_PASSWORD
+    NATS_WORKER_PASSWORD NATS_CLIENT_PASSWORD NATS_ROUTE_PASSWORD)
 readonly LLM_KEYS=(OPENAI_API_KEY ANTHROPIC_API_KEY)
 
 log() { echo "secrets.sh: $*" >&2; }

@@ -19,6 +19,7 @@ use swarm_common::{
 
 fn assignment() -> TaskAssignment {
     TaskAssignment {
+        token: String::new(),
         task_id: "t17".into(),
         title: "Echo step 17".into(),
         description: "call echo with the text of step 17".into(),
@@ -53,6 +54,7 @@ fn assignment() -> TaskAssignment {
 
 fn submission() -> ResultSubmission {
     ResultSubmission {
+        token: String::new(),
         task_id: "t17".into(),
         status: TaskStatus::Completed,
         result: "step 17".into(),

@@ -9,6 +9,7 @@
 //! [`reports_thread`]). Planning and reports are durable consumers shared by
 //! the replicas, so any boss finishes what another began.
 
+pub mod desk;
 pub mod intake;
 pub mod planning;
 pub mod records;
@@ -52,6 +53,10 @@ pub struct BossConfig {
     pub planner: Option<Arc<dyn swarm_agent::provider::Provider>>,
     /// The tools the workers offer, which plans may name.
     pub tool_names: Vec<String>,
+    /// NATS users who may approve, deny and answer at the desk.
+    pub approvers: Vec<String>,
+    /// NATS users who may record and close requests at the desk.
+    pub desk_workers: Vec<String>,
 }
 
 impl BossConfig {
@@ -66,6 +71,8 @@ impl BossConfig {
             replicas: 1,
             planner: None,
             tool_names: worker_tool_names(&swarm_agent::tools::ToolArgs::default()),
+            approvers: vec!["client".into()],
+            desk_workers: vec!["worker".into()],
         }
     }
 }
@@ -122,7 +129,7 @@ async fn durable(
 pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     swarm_runtime::health::starting();
     let client = config.nats.connect(&config.agent_id).await?;
-    let infra = Infra::ensure(&client, config.replicas).await?;
+    let infra = Infra::open(&client, config.replicas).await?;
     let (stop_reports, stopped) = watch::channel(false);
     let (ready, reports_ready) = oneshot::channel();
     let reports = reports_thread(config.clone(), stopped, ready)?;
@@ -163,6 +170,15 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
         .endpoint(subjects::MISSIONS)
         .await
         .map_err(|e| anyhow::anyhow!("serving {}: {e}", subjects::MISSIONS))?;
+    let desk = Arc::new(desk::Desk {
+        infra: infra.clone(),
+        approvers: config.approvers.clone(),
+        workers: config.desk_workers.clone(),
+    });
+    let mut desk_requests = client
+        .queue_subscribe(subjects::DESK_FILTER, subjects::MISSIONS_QUEUE.into())
+        .await
+        .context("serving the desk")?;
     let mut planned = planner_consumer
         .messages()
         .await
@@ -180,6 +196,10 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
                 let intake = intake.clone();
                 inflight.spawn(async move { intake.handle(request).await });
             }
+            Some(request) = desk_requests.next() => {
+                let (desk, client) = (desk.clone(), client.clone());
+                inflight.spawn(async move { desk.respond(&client, request).await });
+            }
             Some(next) = planned.next() => match next {
                 Ok(msg) => {
                     let planner = planner.clone();
@@ -196,6 +216,7 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
     info!("boss draining");
     swarm_runtime::health::stopping();
     let _ = endpoint.stop().await;
+    let _ = desk_requests.unsubscribe().await;
     let _ = service.stop().await;
     swarm_runtime::shutdown::drain(&mut inflight, config.drain_timeout, "missions").await;
     client.drain().await.ok();
@@ -267,7 +288,7 @@ async fn report_loop(
             .nats
             .connect(&format!("{}-reports", config.agent_id))
             .await?;
-        let infra = Infra::ensure(&client, config.replicas).await?;
+        let infra = Infra::open(&client, config.replicas).await?;
         let consumer = durable(
             &infra,
             subjects::A2AP_STREAM,

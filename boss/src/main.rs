@@ -27,6 +27,12 @@ struct Cli {
     /// Most tasks in one plan.
     #[arg(long, env = "SWARM_MAX_TASKS")]
     max_tasks: Option<usize>,
+    /// NATS users who may approve, deny and answer (comma-separated).
+    #[arg(long, env = "SWARM_APPROVERS", default_value = "client")]
+    approvers: String,
+    /// NATS users who may record and close approval requests and questions (comma-separated).
+    #[arg(long, env = "SWARM_DESK_WORKERS", default_value = "worker")]
+    desk_workers: String,
     /// The model that plans missions (`offline`: the rule-based planner).
     #[command(flatten)]
     provider: swarm_agent::provider::ProviderArgs,
@@ -54,5 +60,7 @@ async fn main() -> anyhow::Result<()> {
         config.planner = Some(provider.build()?);
     }
     config.tool_names = swarm_boss::worker_tool_names(&cli.tools);
+    config.approvers = swarm_boss::desk::users(&cli.approvers);
+    config.desk_workers = swarm_boss::desk::users(&cli.desk_workers);
     swarm_boss::run(config, swarm_runtime::shutdown::signal()).await
 }

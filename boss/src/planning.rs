@@ -137,6 +137,7 @@ impl Planner {
             swarm_id.as_str(),
             swarm_id.as_str(),
             ErrorMessage {
+                token: String::new(),
                 task_id: None,
                 attempt: None,
                 error: ErrorBody {

@@ -14,7 +14,7 @@ use futures::StreamExt;
 use swarm_common::{
     Codec, Control, Envelope, ErrorMessage, FinalReport, ProgressUpdate, ResultSubmission,
     SwarmDeployment, SwarmState, SwarmStatus,
-    approval::{ApprovalRecord, ApprovalStatus, InputRecord},
+    approval::{ApprovalRecord, ApprovalStatus, DeskReply, DeskRequest, InputRecord},
     headers as h,
     mission::{MissionErrorReply, MissionRecord, MissionReply, MissionRequest, MissionStatus},
     subjects::{self, Subject},
@@ -464,12 +464,28 @@ pub async fn approvals(client: &Client, all: bool) -> anyhow::Result<Vec<Approva
     Ok(out)
 }
 
-/// Approves or denies a pending request (compare-and-swap, so a request is
-/// decided once). Returns the decided record. A request whose swarm has
-/// ended is closed instead (`Expired`, "the swarm ended: <status>") and the
-/// call fails.
+/// How long a decision or an answer waits for a boss to take it.
+const DESK_PATIENCE: Duration = Duration::from_secs(10);
+
+/// [`decide_as`] the `client` user.
 pub async fn decide(
     client: &Client,
+    approval_id: &str,
+    approve: bool,
+    by: &str,
+    reason: Option<String>,
+) -> anyhow::Result<ApprovalRecord> {
+    decide_as(client, "client", approval_id, approve, by, reason).await
+}
+
+/// Approves or denies a pending request, asking the boss's desk as the
+/// NATS user `user` (the production config allows only one's own name);
+/// `by` names the person in the record. A request is decided once. One
+/// whose swarm has ended is closed instead (`Expired`, "the swarm ended:
+/// <status>") and the call fails.
+pub async fn decide_as(
+    client: &Client,
+    user: &str,
     approval_id: &str,
     approve: bool,
     by: &str,
@@ -478,58 +494,37 @@ pub async fn decide(
     if !subjects::is_token(approval_id) {
         bail!("{approval_id:?} is not an approval id");
     }
-    let js = jetstream::new(client.clone());
-    let store = js
-        .get_key_value(subjects::APPROVALS_BUCKET)
-        .await
-        .context("opening the approvals bucket")?;
-    let Some(entry) = store
-        .entry(approval_id)
-        .await
-        .context("reading the approval")?
-    else {
-        bail!("no approval request {approval_id}");
+    let request = DeskRequest::Decide {
+        approval_id: approval_id.to_owned(),
+        approve,
+        by: by.to_owned(),
+        reason,
     };
-    let mut record: ApprovalRecord = Codec::MsgPack
-        .decode(&entry.value)
-        .context("decoding the approval")?;
-    if record.status != ApprovalStatus::Pending {
-        bail!("approval {approval_id} is already {:?}", record.status);
+    match swarm_runtime::desk::call(client, user, &request, DESK_PATIENCE).await? {
+        DeskReply::Approval(record) => Ok(record),
+        DeskReply::Refused(e) => bail!("{}", e.message),
+        other => bail!("the desk answered {other:?}"),
     }
-    if let Some(swarm) = record.swarm_id.clone()
-        && let Some(status) = status_of(client, &swarm).await?
-        && status.is_terminal()
-    {
-        record.status = ApprovalStatus::Expired;
-        record.reason = Some(swarm_common::swarm_ended(status));
-        let bytes = Bytes::from(Codec::MsgPack.encode(&record)?);
-        // Lost to a concurrent change (the worker expiring it, say): the
-        // request is settled either way, and the answer is the same.
-        let _ = store.update(approval_id, bytes, entry.revision).await;
-        bail!("approval {approval_id} cannot be decided: swarm {swarm} has ended ({status:?})");
-    }
-    record.status = if approve {
-        ApprovalStatus::Approved
-    } else {
-        ApprovalStatus::Denied
-    };
-    record.decided_by = Some(by.to_string());
-    record.reason = reason;
-    let bytes = Bytes::from(Codec::MsgPack.encode(&record)?);
-    store
-        .update(approval_id, bytes, entry.revision)
-        .await
-        .with_context(|| {
-            format!("approval {approval_id} changed meanwhile (decided or expired); look again")
-        })?;
-    Ok(record)
 }
 
-/// Answers the question a task asked (compare-and-swap: answered once). A
-/// closed question is refused; so is one whose swarm has ended, which is
-/// closed first ("the swarm ended: <status>").
+/// [`answer_as`] the `client` user.
 pub async fn answer(
     client: &Client,
+    swarm_id: &str,
+    task_id: &str,
+    text: &str,
+    by: &str,
+) -> anyhow::Result<InputRecord> {
+    answer_as(client, "client", swarm_id, task_id, text, by).await
+}
+
+/// Answers the question a task asked, through the boss's desk as the NATS
+/// user `user` (answered once). A closed question is refused; so is one
+/// whose swarm has ended, which is closed first ("the swarm ended:
+/// <status>").
+pub async fn answer_as(
+    client: &Client,
+    user: &str,
     swarm_id: &str,
     task_id: &str,
     text: &str,
@@ -538,43 +533,17 @@ pub async fn answer(
     if !subjects::is_token(swarm_id) || !subjects::is_token(task_id) {
         bail!("{swarm_id:?}/{task_id:?} is not a swarm and task id");
     }
-    let js = jetstream::new(client.clone());
-    let store = js
-        .get_key_value(subjects::INPUTS_BUCKET)
-        .await
-        .context("opening the inputs bucket")?;
-    let key = format!("{swarm_id}.{task_id}");
-    let Some(entry) = store.entry(&key).await.context("reading the question")? else {
-        bail!("task {task_id} of swarm {swarm_id} asked nothing");
+    let request = DeskRequest::Answer {
+        swarm_id: swarm_id.to_owned(),
+        task_id: task_id.to_owned(),
+        text: text.to_owned(),
+        by: by.to_owned(),
     };
-    let mut record: InputRecord = Codec::MsgPack
-        .decode(&entry.value)
-        .context("decoding the question")?;
-    if let Some(why) = &record.closed {
-        bail!("the question of task {task_id} is closed: {why}");
+    match swarm_runtime::desk::call(client, user, &request, DESK_PATIENCE).await? {
+        DeskReply::Question(record) => Ok(record),
+        DeskReply::Refused(e) => bail!("{}", e.message),
+        other => bail!("the desk answered {other:?}"),
     }
-    if record.answer.is_some() {
-        bail!("task {task_id} was answered already: {:?}", record.question);
-    }
-    if let Some(status) = status_of(client, swarm_id).await?
-        && status.is_terminal()
-    {
-        record.closed = Some(swarm_common::swarm_ended(status));
-        let bytes = Bytes::from(Codec::MsgPack.encode(&record)?);
-        // A lost race means someone else changed it first; the question
-        // cannot be answered in either case.
-        let _ = store.update(&key, bytes, entry.revision).await;
-        bail!("task {task_id} cannot be answered: swarm {swarm_id} has ended ({status:?})");
-    }
-    record.answer = Some(text.to_string());
-    record.answered_by = Some(by.to_string());
-    record.answered_at = Some(chrono::Utc::now());
-    let bytes = Bytes::from(Codec::MsgPack.encode(&record)?);
-    store
-        .update(&key, bytes, entry.revision)
-        .await
-        .context("the question changed meanwhile; look again")?;
-    Ok(record)
 }
 
 #[cfg(test)]
@@ -656,7 +625,7 @@ pub async fn gc(client: &Client, swarm_id: &str) -> anyhow::Result<Collected> {
     };
     collected.messages += purge(subjects::A2AP_STREAM.into(), format!("a2ap.{swarm_id}.>")).await?;
     collected.messages += purge(
-        subjects::A2AP_STREAM.into(),
+        subjects::WORK_STREAM.into(),
         format!("a2ap.work.*.{swarm_id}.>"),
     )
     .await?;

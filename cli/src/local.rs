@@ -772,6 +772,18 @@ pub struct LocalCluster {
     /// Worker replicas (`worker-1`, ...).
     pub workers: Vec<ManagedProcess>,
     opts: LocalOptions,
+    /// The managers' key for assignment tokens, made for this cluster.
+    token_key: String,
+}
+
+/// 32 random hex digits from the system's random source.
+fn random_key() -> anyhow::Result<String> {
+    use std::io::Read as _;
+    let mut bytes = [0u8; 16];
+    fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("reading /dev/urandom for the managers' token key")?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 impl LocalCluster {
@@ -816,6 +828,7 @@ impl LocalCluster {
             managers: Vec::new(),
             workers: Vec::new(),
             opts,
+            token_key: random_key()?,
         };
         for _ in 0..cluster.opts.bosses {
             cluster.spawn_boss()?;
@@ -917,6 +930,12 @@ impl LocalCluster {
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned()),
             ),
         ];
+        if role == "manager" {
+            // The replicas share one key for assignment tokens, so results
+            // are checked here as in production (a test's `extra_env`, set
+            // after, may give its own).
+            env.push(("SWARM_TOKEN_KEY".to_owned(), self.token_key.clone()));
+        }
         env.extend(self.opts.extra_env.iter().cloned());
         let log = self.logs_dir().join(format!("{id}.log"));
         ManagedProcess::spawn(id, program, args, env, log)
@@ -989,21 +1008,21 @@ impl LocalCluster {
         }
         let mut consumers = Vec::new();
         if !self.managers.is_empty() {
-            consumers.push(subjects::MANAGER_CONSUMER.to_owned());
+            consumers.push((subjects::A2AP_STREAM, subjects::MANAGER_CONSUMER.to_owned()));
         }
         if !self.workers.is_empty() {
-            consumers.push(subjects::worker_consumer(DEFAULT_POOL));
-        }
-        if consumers.is_empty() {
-            return None;
+            consumers.push((
+                subjects::WORK_STREAM,
+                subjects::worker_consumer(DEFAULT_POOL),
+            ));
         }
         let js = async_nats::jetstream::new(client.clone());
-        let stream = match tokio::time::timeout(ASK, js.get_stream(subjects::A2AP_STREAM)).await {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(e)) => return Some(format!("stream {} ({e})", subjects::A2AP_STREAM)),
-            Err(_) => return Some(format!("stream {} (timed out)", subjects::A2AP_STREAM)),
-        };
-        for consumer in consumers {
+        for (name, consumer) in consumers {
+            let stream = match tokio::time::timeout(ASK, js.get_stream(name)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => return Some(format!("stream {name} ({e})")),
+                Err(_) => return Some(format!("stream {name} (timed out)")),
+            };
             match tokio::time::timeout(ASK, stream.consumer_info(&consumer)).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => return Some(format!("consumer {consumer} ({e})")),

@@ -101,6 +101,12 @@ enum Command {
         #[arg(long, default_value = "cancelled from the swarm CLI")]
         reason: String,
     },
+    /// Create or update the streams and buckets (run once per deployment and after an upgrade, as the admin user).
+    Setup {
+        /// Copies of each stream and bucket (3 on a three-node cluster).
+        #[arg(long, env = "SWARM_REPLICAS", default_value_t = 1)]
+        replicas: usize,
+    },
     /// Remove everything a finished swarm left in JetStream (needs a login allowed to purge).
     Gc {
         /// The swarm id.
@@ -218,6 +224,12 @@ struct Connection {
 }
 
 impl Connection {
+    /// The user the boss's desk knows this login as: the NATS user, or
+    /// `client` on a server without users.
+    fn desk_user(&self) -> String {
+        swarm_runtime::desk::user_or(self.nats.user.as_deref(), "client")
+    }
+
     async fn connect(&self) -> anyhow::Result<async_nats::Client> {
         match self.nats.connect("swarm-cli").await {
             Ok(nc) => Ok(nc),
@@ -450,8 +462,27 @@ async fn run(command: Command, conn: &Connection) -> anyhow::Result<Exit> {
         } => {
             let nc = conn.connect().await?;
             let by = std::env::var("USER").unwrap_or_else(|_| "swarm-cli".into());
-            let r = client::answer(&nc, &swarm_id, &task_id, &text, &by).await?;
+            let r =
+                client::answer_as(&nc, &conn.desk_user(), &swarm_id, &task_id, &text, &by).await?;
             println!("answered {}/{}: {:?}", swarm_id, task_id, r.question);
+            Ok(Exit::Completed)
+        }
+        Command::Setup { replicas } => {
+            let nc = conn.connect().await?;
+            let infra = swarm_runtime::Infra::ensure(&nc, replicas)
+                .await
+                .context("setting up the streams and buckets")?;
+            let mut names = Vec::new();
+            let mut streams = infra.js.stream_names();
+            while let Some(name) = futures::StreamExt::next(&mut streams).await {
+                names.push(name.context("listing the streams")?);
+            }
+            names.sort();
+            println!(
+                "set up {} streams and buckets with {replicas} replica(s): {}",
+                names.len(),
+                names.join(", ")
+            );
             Ok(Exit::Completed)
         }
         Command::Gc { swarm_id, json } => {
@@ -642,7 +673,7 @@ async fn decide(
 ) -> anyhow::Result<Exit> {
     let nc = conn.connect().await?;
     let by = std::env::var("USER").unwrap_or_else(|_| "swarm-cli".into());
-    let r = client::decide(&nc, approval_id, approve, &by, reason).await?;
+    let r = client::decide_as(&nc, &conn.desk_user(), approval_id, approve, &by, reason).await?;
     println!(
         "{} {:?}: {} {}",
         r.approval_id, r.status, r.tool, r.arguments

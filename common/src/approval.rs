@@ -1,7 +1,13 @@
 //! Where agents wait for people: approvals of destructive tool calls (the
-//! record a worker stores in the `approvals` bucket while a call waits, which
-//! a person decides with `swarm approve <id>` or `swarm deny <id>`), and
-//! questions a task asks (`inputs` bucket, answered with `swarm answer`).
+//! record kept in the `approvals` bucket while a call waits, which a person
+//! decides with `swarm approve <id>` or `swarm deny <id>`), and questions a
+//! task asks (`inputs` bucket, answered with `swarm answer`).
+//!
+//! Only the boss writes those buckets. Workers and people send it
+//! [`DeskRequest`]s on `swarm.desk.<user>.<action>`, a subject the
+//! production config lets each NATS user publish under its own name only,
+//! so the boss knows who asks and checks that they may (a worker asks and
+//! closes, a person decides and answers) before it writes.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -81,4 +87,107 @@ pub struct InputRecord {
     /// closed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub closed: Option<String>,
+}
+
+/// What workers and people ask of the boss's desk: one variant per action,
+/// sent as JSON to [`crate::subjects::desk`]`(<user>, <action>)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum DeskRequest {
+    /// A worker: record this pending approval request.
+    AskApproval {
+        /// The request, `Pending`.
+        record: ApprovalRecord,
+    },
+    /// A worker: close these requests if still pending (expired, with the
+    /// reason): its wait ran out or the swarm ended.
+    CloseApprovals {
+        /// The requests.
+        approval_ids: Vec<String>,
+        /// Why.
+        reason: String,
+    },
+    /// A person: approve or deny a pending request.
+    Decide {
+        /// The request.
+        approval_id: String,
+        /// Whether the call may run.
+        approve: bool,
+        /// Who decides (a name for the record; the NATS user is added).
+        by: String,
+        /// Why, if given.
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    /// A worker: record the question a task asks.
+    AskQuestion {
+        /// The question, unanswered.
+        record: InputRecord,
+    },
+    /// A worker: close a question still unanswered, with the reason.
+    CloseQuestion {
+        /// The swarm.
+        swarm_id: String,
+        /// The task.
+        task_id: String,
+        /// Why.
+        reason: String,
+    },
+    /// A person: answer a task's question.
+    Answer {
+        /// The swarm.
+        swarm_id: String,
+        /// The task.
+        task_id: String,
+        /// The answer.
+        text: String,
+        /// Who answers (a name for the record; the NATS user is added).
+        by: String,
+    },
+}
+
+/// Who may ask for an action of the desk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeskRole {
+    /// A worker: asks and closes.
+    Worker,
+    /// A person (the `client` user by default): decides and answers.
+    Approver,
+}
+
+impl DeskRequest {
+    /// The action's name: the last token of its subject.
+    pub fn action(&self) -> &'static str {
+        match self {
+            DeskRequest::AskApproval { .. } => "ask_approval",
+            DeskRequest::CloseApprovals { .. } => "close_approvals",
+            DeskRequest::Decide { .. } => "decide",
+            DeskRequest::AskQuestion { .. } => "ask_question",
+            DeskRequest::CloseQuestion { .. } => "close_question",
+            DeskRequest::Answer { .. } => "answer",
+        }
+    }
+
+    /// Who may ask for it.
+    pub fn role(&self) -> DeskRole {
+        match self {
+            DeskRequest::Decide { .. } | DeskRequest::Answer { .. } => DeskRole::Approver,
+            _ => DeskRole::Worker,
+        }
+    }
+}
+
+/// The desk's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeskReply {
+    /// The approval request as it now stands.
+    Approval(ApprovalRecord),
+    /// The requests asked about, as they now stand (decided ones included:
+    /// a decision made before the close stands).
+    Approvals(Vec<ApprovalRecord>),
+    /// The question as it now stands.
+    Question(InputRecord),
+    /// Refused, and why.
+    Refused(crate::ErrorBody),
 }

@@ -527,6 +527,7 @@ mod one_pass {
                 "s1",
                 "t1",
                 ErrorMessage {
+                    token: String::new(),
                     task_id: Some("t1".into()),
                     attempt: Some(2),
                     error: ErrorBody::new(ErrorCode::Timeout, "too slow"),
@@ -703,6 +704,11 @@ pub struct TaskAssignment {
     /// Estimated cost the mission had used when this was assigned.
     #[serde(default)]
     pub spent_cost_usd: f64,
+    /// The assignment's secret: its result (or the worker's `Error`) must
+    /// echo it, or the manager sets that aside as forged. Only the pool's
+    /// workers and the manager can read it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub token: String,
 }
 
 impl Payload for TaskAssignment {
@@ -787,6 +793,9 @@ pub struct ResultSubmission {
     /// the model then corrected included).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gate_verdicts: Vec<GateVerdict>,
+    /// The token of the assignment this answers ([`TaskAssignment::token`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub token: String,
 }
 
 impl Payload for ResultSubmission {
@@ -906,6 +915,10 @@ pub struct ErrorMessage {
     pub attempt: Option<u32>,
     /// What went wrong.
     pub error: ErrorBody,
+    /// The token of the assignment it concerns ([`TaskAssignment::token`]),
+    /// when the sender is the worker that holds it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub token: String,
 }
 
 impl Payload for ErrorMessage {

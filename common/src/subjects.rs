@@ -10,14 +10,34 @@ pub const MISSIONS: &str = "boss.missions";
 /// The queue group the boss replicas share on [`MISSIONS`].
 pub const MISSIONS_QUEUE: &str = "boss";
 
+/// Requests to the boss's desk of approvals and questions:
+/// `swarm.desk.<user>.<action>`, served by the boss replicas in the
+/// [`MISSIONS_QUEUE`] group.
+pub const DESK_FILTER: &str = "swarm.desk.*.*";
+
+/// The desk subject `user` sends `action` to (see
+/// [`crate::approval::DeskRequest`]).
+pub fn desk(user: &str, action: &str) -> String {
+    format!("swarm.desk.{user}.{action}")
+}
+
 /// The stream that records accepted missions (subjects `swarm.missions.<swarm>`).
 pub const MISSIONS_STREAM: &str = "MISSIONS";
 /// Subjects of [`MISSIONS_STREAM`].
 pub const MISSIONS_STREAM_SUBJECTS: &str = "swarm.missions.*";
-/// The stream of every A2AP message (`a2ap.>`).
+/// The stream of every A2AP message of the swarms (`a2ap.<swarm>.…`): all
+/// but the assignments, which have a stream of their own ([`WORK_STREAM`]).
 pub const A2AP_STREAM: &str = "A2AP";
-/// Subjects of [`A2AP_STREAM`].
-pub const A2AP_STREAM_SUBJECTS: &str = "a2ap.>";
+/// Subjects of [`A2AP_STREAM`]: the swarm messages have three or four
+/// tokens, so they never overlap [`WORK_STREAM_SUBJECTS`] (five).
+pub const A2AP_STREAM_SUBJECTS: [&str; 2] = ["a2ap.*.*", "a2ap.*.*.*"];
+/// The stream of `TaskAssignment`s (`a2ap.work.<pool>.<swarm>.<task>`). It
+/// is apart so that the right to read it can be given by pool: an
+/// assignment carries the token its result must echo, which only the
+/// pool's workers and the manager may see.
+pub const WORK_STREAM: &str = "WORK";
+/// Subjects of [`WORK_STREAM`].
+pub const WORK_STREAM_SUBJECTS: &str = "a2ap.work.*.*.*";
 /// The stream of dead letters: inputs that can never be processed, with the reason.
 pub const DEADLETTER_STREAM: &str = "DEADLETTER";
 /// Subjects of [`DEADLETTER_STREAM`].
@@ -246,7 +266,7 @@ pub struct AssignmentAck<'a> {
 /// Reads `subject` as the ack subject of an assignment: a JetStream ack
 /// subject (`$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer
 /// seq>.<time>.<pending>`, or the longer form with a domain and an account
-/// hash in front and a token after) of a worker pool's consumer on the A2AP
+/// hash in front and a token after) of a worker pool's consumer on the WORK
 /// stream, with no wildcard or empty token. Anything else is `None`, so a
 /// result cannot make the manager publish to a subject of its choosing.
 pub fn assignment_ack(subject: &str) -> Option<AssignmentAck<'_>> {
@@ -283,7 +303,7 @@ pub fn assignment_ack(subject: &str) -> Option<AssignmentAck<'_>> {
     };
     let (stream, consumer) = (known[0], known[1]);
     let pool = consumer.strip_prefix("worker-")?;
-    if stream != A2AP_STREAM || !is_token(pool) || !known[2..].iter().all(|t| number(t).is_some()) {
+    if stream != WORK_STREAM || !is_token(pool) || !known[2..].iter().all(|t| number(t).is_some()) {
         return None;
     }
     Some(AssignmentAck {
@@ -299,7 +319,7 @@ mod tests {
 
     #[test]
     fn assignment_acks_are_read_in_both_forms_and_nothing_else_passes() {
-        let short = "$JS.ACK.A2AP.worker-general.1.812.77.1764583200000000000.0";
+        let short = "$JS.ACK.WORK.worker-general.1.812.77.1764583200000000000.0";
         assert_eq!(
             assignment_ack(short),
             Some(AssignmentAck {
@@ -307,7 +327,7 @@ mod tests {
                 stream_seq: 812
             })
         );
-        let long = "$JS.ACK._.ACCHASH1.A2AP.worker-code.2.9.4.1764583200000000000.3.r4nd0m";
+        let long = "$JS.ACK._.ACCHASH1.WORK.worker-code.2.9.4.1764583200000000000.3.r4nd0m";
         assert_eq!(
             assignment_ack(long),
             Some(AssignmentAck {
@@ -317,17 +337,18 @@ mod tests {
         );
         for bad in [
             "",
-            "$JS.ACK.A2AP.manager.1.812.77.1764583200000000000.0",
+            "$JS.ACK.WORK.manager.1.812.77.1764583200000000000.0",
             "$JS.ACK.MISSIONS.worker-general.1.812.77.1764583200000000000.0",
-            "$JS.ACK.A2AP.worker-general.1.*.77.1764583200000000000.0",
-            "$JS.ACK.A2AP.worker-general.>",
-            "$JS.ACK.A2AP.worker-general.1.812.77.17645832000.0.extra",
-            "$JS.ACK.A2AP.worker-general.1.8x2.77.1764583200000000000.0",
-            "$JS.ACK.A2AP.worker-.1.812.77.1764583200000000000.0",
+            "$JS.ACK.A2AP.worker-general.1.812.77.1764583200000000000.0",
+            "$JS.ACK.WORK.worker-general.1.*.77.1764583200000000000.0",
+            "$JS.ACK.WORK.worker-general.>",
+            "$JS.ACK.WORK.worker-general.1.812.77.17645832000.0.extra",
+            "$JS.ACK.WORK.worker-general.1.8x2.77.1764583200000000000.0",
+            "$JS.ACK.WORK.worker-.1.812.77.1764583200000000000.0",
             "$JS.API.STREAM.DELETE.A2AP",
             "a2ap.s.result.t",
-            "$JS.ACK.A2AP.worker-general.1..77.1764583200000000000.0",
-            "$JS.ACK.A2AP.worker-general.1.812.77.1764583200000000000.0 x",
+            "$JS.ACK.WORK.worker-general.1..77.1764583200000000000.0",
+            "$JS.ACK.WORK.worker-general.1.812.77.1764583200000000000.0 x",
         ] {
             assert_eq!(assignment_ack(bad), None, "{bad:?}");
         }

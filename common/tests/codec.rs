@@ -128,6 +128,7 @@ fn deployment() -> SwarmDeployment {
 
 fn assignment() -> TaskAssignment {
     TaskAssignment {
+        token: String::new(),
         task_id: "t2".into(),
         title: "Count the words".into(),
         description: "count the words in notes.txt".into(),
@@ -170,6 +171,7 @@ fn progress() -> ProgressUpdate {
 
 fn submission() -> ResultSubmission {
     ResultSubmission {
+        token: String::new(),
         task_id: "t2".into(),
         status: TaskStatus::Completed,
         result: "[offline provider] count of notes.txt: 9 words".into(),
@@ -247,6 +249,7 @@ fn report() -> FinalReport {
 
 fn error_message() -> ErrorMessage {
     ErrorMessage {
+        token: String::new(),
         task_id: Some("t2".into()),
         attempt: Some(2),
         error: error_body(),

@@ -10,5 +10,6 @@ pub mod machine;
 pub mod poison;
 pub mod report;
 pub mod service;
+pub mod token;
 
 pub use service::{ManagerConfig, run};

@@ -656,6 +656,7 @@ fn assignment(state: &SwarmState, t: &TaskState) -> Command {
             t.revision,
         ),
         assignment: Box::new(TaskAssignment {
+            token: String::new(),
             task_id: t.definition.task_id.clone(),
             title: t.definition.title.clone(),
             description: t.definition.description.clone(),

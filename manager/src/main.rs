@@ -37,6 +37,12 @@ struct Cli {
     /// check in a temporary folder of its own).
     #[command(flatten)]
     command_gates: swarm_agent::tools::CommandGateArgs,
+    /// The secret assignment tokens are made from; every replica needs the
+    /// same. Default: derived from the manager's NATS password, token or
+    /// credentials; with none of those (a development server without
+    /// users) results are not checked for tokens.
+    #[arg(long, env = "SWARM_TOKEN_KEY", hide_env_values = true)]
+    token_key: Option<String>,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -64,5 +70,16 @@ async fn main() -> anyhow::Result<()> {
         command_dir: None,
         ..Default::default()
     };
+    let nats = &cli.common.nats;
+    let secret = match (&cli.token_key, &nats.password, &nats.token, &nats.creds) {
+        (Some(key), ..) => Some(key.as_bytes().to_vec()),
+        (None, Some(password), ..) => Some(password.as_bytes().to_vec()),
+        (None, None, Some(token), _) => Some(token.as_bytes().to_vec()),
+        (None, None, None, Some(creds)) => Some(std::fs::read(creds)?),
+        (None, None, None, None) => None,
+    };
+    config.token_key = secret.map_or_else(swarm_manager::token::TokenKey::none, |s| {
+        swarm_manager::token::TokenKey::new(&s)
+    });
     swarm_manager::run(config, swarm_runtime::shutdown::signal()).await
 }

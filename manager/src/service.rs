@@ -66,6 +66,7 @@ use tokio::task::JoinSet;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use crate::machine::{self, Command, Event};
+use crate::token::TokenKey;
 use swarm_agent::gates::{GateChain, GateOptions};
 use swarm_agent::provider::Provider;
 use swarm_agent::review::{ReviewRequest, review_with_provider, summarize_with_provider};
@@ -93,6 +94,8 @@ pub struct ManagerConfig {
     pub reviewer: Option<Arc<dyn Provider>>,
     /// How the tasks' gates are built here.
     pub gate_options: GateOptions,
+    /// The key of assignment tokens; every replica needs the same one.
+    pub token_key: TokenKey,
 }
 
 impl ManagerConfig {
@@ -108,12 +111,14 @@ impl ManagerConfig {
             max_swarms: 1000,
             reviewer: None,
             gate_options: GateOptions::default(),
+            token_key: TokenKey::none(),
         }
     }
 }
 
 struct Ctx {
     ack_wait: Duration,
+    token_key: TokenKey,
     reviewer: Option<Arc<dyn Provider>>,
     gate_options: GateOptions,
     /// Deadlines of the running swarms this replica has seen, for the sweeper.
@@ -143,7 +148,7 @@ const CONTROL_CHECKS: usize = 32;
 pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     swarm_runtime::health::starting();
     let client = config.nats.connect(&config.agent_id).await?;
-    let infra = Infra::ensure(&client, config.replicas).await?;
+    let infra = Infra::open(&client, config.replicas).await?;
     let a2ap = infra.a2ap().await?;
     let consumer: PullConsumer = a2ap
         .create_consumer(manager_consumer_config(&config))
@@ -179,6 +184,7 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
         control_checks: Arc::new(tokio::sync::Semaphore::new(CONTROL_CHECKS)),
         reroute,
         ack_wait: config.ack_wait,
+        token_key: config.token_key.clone(),
         reviewer: config.reviewer.clone(),
         gate_options: config.gate_options.clone(),
         deadlines: Default::default(),
@@ -723,7 +729,7 @@ async fn check_control(ctx: Arc<Ctx>, swarm_id: String, msg: jetstream::Message)
     }
 }
 
-fn decode(swarm_id: &str, msg: &jetstream::Message) -> Result<Incoming, ErrorBody> {
+fn decode(swarm_id: &str, msg: &jetstream::Message, key: &TokenKey) -> Result<Incoming, ErrorBody> {
     let headers = msg.headers.as_ref();
     let seq = msg.info().map(|i| i.stream_sequence).unwrap_or(0);
     let check_swarm = |envelope_swarm: &str| {
@@ -756,6 +762,10 @@ fn decode(swarm_id: &str, msg: &jetstream::Message) -> Result<Incoming, ErrorBod
                     ),
                 ));
             }
+            let sub = &env.body;
+            if !key.verify(&sub.token, swarm_id, task_id, sub.attempt, sub.revision) {
+                return Err(forged(task_id, sub.attempt, sub.revision));
+            }
             Ok(Incoming::Event(Event::Result {
                 seq,
                 submission: Box::new(env.body),
@@ -765,6 +775,18 @@ fn decode(swarm_id: &str, msg: &jetstream::Message) -> Result<Incoming, ErrorBod
         Some(Subject::Error { .. }) => {
             let env = wire::decode::<ErrorMessage>(headers, &msg.payload)?;
             check_swarm(&env.swarm_id)?;
+            if let Some(task_id) = &env.body.task_id
+                && key.checks()
+            {
+                // An error names its attempt but not its revision: any
+                // revision of that attempt is the holder's.
+                let attempt = env.body.attempt.unwrap_or(0);
+                let held = (0..=MAX_REVISION_CHECKED)
+                    .any(|r| key.verify(&env.body.token, swarm_id, task_id, attempt, r));
+                if !held {
+                    return Err(forged(task_id, attempt, 0));
+                }
+            }
             Ok(match env.body.task_id {
                 Some(task_id) => Incoming::Event(Event::TaskError {
                     task_id,
@@ -793,6 +815,20 @@ fn decode(swarm_id: &str, msg: &jetstream::Message) -> Result<Incoming, ErrorBod
             format!("the manager does not consume {}", msg.subject),
         )),
     }
+}
+
+/// The revisions an error's token is checked against (a task is revised
+/// at most `max_revisions` times; the limit's ceiling is far below this).
+const MAX_REVISION_CHECKED: u32 = 64;
+
+/// The refusal of a message that does not carry its assignment's token.
+fn forged(task_id: &str, attempt: u32, revision: u32) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::AuthorizationDenied,
+        format!(
+            "not from the holder of task {task_id}'s assignment (attempt {attempt}, revision {revision}): wrong or missing token"
+        ),
+    )
 }
 
 fn encode_state(state: &SwarmState) -> anyhow::Result<Bytes> {
@@ -941,6 +977,7 @@ async fn set_aside(
             swarm_id,
             swarm_id,
             ErrorMessage {
+                token: String::new(),
                 task_id: None,
                 attempt: None,
                 error: reason.clone(),
@@ -1001,7 +1038,7 @@ async fn apply_marked(
             });
             continue;
         }
-        let incoming = match decode(swarm_id, msg) {
+        let incoming = match decode(swarm_id, msg, &ctx.token_key) {
             Ok(Incoming::Ignore) => {
                 outcomes[index] = Some(Ok(()));
                 continue;
@@ -1564,6 +1601,9 @@ fn assignment_envelope(
     // The batch's own copy: nothing is cloned on the way out.
     let mut body = *assignment;
     results.inline(&mut body);
+    body.token = ctx
+        .token_key
+        .token(swarm_id, &body.task_id, body.attempt, body.revision);
     let env = Envelope::new(
         ctx.agent_id.as_str(),
         pool.as_str(),
@@ -1823,6 +1863,7 @@ mod tests {
             pool: "general".into(),
         };
         swarm_common::TaskAssignment {
+            token: String::new(),
             task_id: "t".into(),
             title: "t".into(),
             description: "t".into(),

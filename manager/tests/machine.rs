@@ -66,6 +66,7 @@ fn assigned(cmds: &[Command]) -> Vec<(String, u32, u32)> {
 
 fn result(task_id: &str, attempt: u32, revision: u32, text: &str) -> ResultSubmission {
     ResultSubmission {
+        token: String::new(),
         task_id: task_id.into(),
         status: TaskStatus::Completed,
         result: text.into(),

@@ -198,6 +198,8 @@ impl NatsArgs {
     }
 
     /// Connects, logs connection events, and checks the server's version.
+    /// A user's replies come to inboxes under `_INBOX.<user>`, so the
+    /// production config lets each user read its own replies only.
     /// Refuses a placeholder password for a remote server first
     /// ([`refuse_placeholder`](Self::refuse_placeholder)).
     pub async fn connect(&self, client_name: &str) -> Result<Client, RuntimeError> {
@@ -222,7 +224,11 @@ impl NatsArgs {
             })?;
         }
         match (&self.user, &self.password) {
-            (Some(u), Some(p)) => opts = opts.user_and_password(u.clone(), p.clone()),
+            (Some(u), Some(p)) => {
+                opts = opts
+                    .user_and_password(u.clone(), p.clone())
+                    .custom_inbox_prefix(inbox_prefix(u));
+            }
             (Some(_), None) | (None, Some(_)) => {
                 return Err(connect_err(
                     "--nats-user and --nats-password go together".into(),
@@ -307,6 +313,16 @@ impl CommonArgs {
 
 fn uuid_like() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..8].to_string()
+}
+
+/// Where the replies to `user` go: `_INBOX.<user>`, or the library's
+/// `_INBOX` for a name that is not one subject token.
+pub fn inbox_prefix(user: &str) -> String {
+    if swarm_common::subjects::is_token(user) {
+        format!("_INBOX.{user}")
+    } else {
+        "_INBOX".to_owned()
+    }
 }
 
 #[cfg(test)]

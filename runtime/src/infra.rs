@@ -1,12 +1,19 @@
-//! The streams, buckets and object store Swarm keeps its state in, created
-//! idempotently by every binary at start.
+//! The streams, buckets and object store Swarm keeps its state in.
+//!
+//! Two ways in. [`Infra::ensure`] is the setup: it creates every stream and
+//! bucket or brings an existing one to this version's configuration; `swarm
+//! setup` runs it once per deployment as the `admin` user. [`Infra::open`]
+//! is what a role does at start: it binds to what exists and changes
+//! nothing, so in production no role needs the right to create, update or
+//! delete a stream. Only what is missing is created, which succeeds on a
+//! development server (one user, every right) and is refused in
+//! production, where the role then waits for the setup.
 //!
 //! After creating each one, the configuration the server returns is checked:
 //! an older server drops fields it does not know without an error.
 //!
 //! Nothing grows without bound: every stream and bucket has an age and a
-//! size bound ([`Retention`], from the environment, the same on every role),
-//! applied to existing ones at start too.
+//! size bound ([`Retention`], from the environment of `swarm setup`).
 
 use std::time::Duration;
 
@@ -157,8 +164,8 @@ pub fn stream_configs_with(replicas: usize, keep: &Retention) -> Vec<stream::Con
         },
         stream::Config {
             name: subjects::A2AP_STREAM.into(),
-            description: Some("Every A2AP message: deployments, work, progress, results, reports, errors, control".into()),
-            subjects: vec![subjects::A2AP_STREAM_SUBJECTS.into()],
+            description: Some("The swarms' A2AP messages: deployments, progress, results, reports, errors, control".into()),
+            subjects: subjects::A2AP_STREAM_SUBJECTS.map(Into::into).to_vec(),
             storage: stream::StorageType::File,
             num_replicas: replicas,
             duplicate_window: Duration::from_secs(3600),
@@ -168,6 +175,20 @@ pub fn stream_configs_with(replicas: usize, keep: &Retention) -> Vec<stream::Con
             max_bytes: keep.a2ap_bytes,
             discard: stream::DiscardPolicy::Old,
             allow_direct: true,
+            ..Default::default()
+        },
+        // After A2AP: a setup that narrows an older A2AP (`a2ap.>`) must do
+        // so before WORK takes the assignments' subjects.
+        stream::Config {
+            name: subjects::WORK_STREAM.into(),
+            description: Some("Task assignments, one subject per pool".into()),
+            subjects: vec![subjects::WORK_STREAM_SUBJECTS.into()],
+            storage: stream::StorageType::File,
+            num_replicas: replicas,
+            duplicate_window: Duration::from_secs(3600),
+            max_age: keep.finished,
+            max_bytes: keep.a2ap_bytes,
+            discard: stream::DiscardPolicy::Old,
             ..Default::default()
         },
         stream::Config {
@@ -184,15 +205,65 @@ pub fn stream_configs_with(replicas: usize, keep: &Retention) -> Vec<stream::Con
     ]
 }
 
-async fn ensure_stream(js: &Context, cfg: stream::Config) -> Result<(), RuntimeError> {
-    let info = js
-        .create_or_update_stream(cfg.clone())
-        .await
-        .map_err(|e| setup_err(&format!("stream {}", cfg.name), e))?;
+/// Whether the server answered that the stream does not exist (and not,
+/// say, that the request timed out).
+fn stream_not_found(e: &jetstream::context::GetStreamError) -> bool {
+    matches!(
+        e.kind(),
+        jetstream::context::GetStreamErrorKind::JetStream(je)
+            if je.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+    )
+}
+
+/// What a start does to the streams and buckets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Create what is missing, update what differs (`swarm setup`).
+    Setup,
+    /// Bind to what exists, create only what is missing, update nothing (a
+    /// role's start).
+    Open,
+}
+
+/// The advice a role gives when the infrastructure is missing or older
+/// than it: only the setup identity may change it.
+const RUN_SETUP: &str = "run `swarm setup` as the admin user";
+
+async fn ensure_stream(js: &Context, cfg: stream::Config, mode: Mode) -> Result<(), RuntimeError> {
+    let what = format!("stream {}", cfg.name);
+    let info = match mode {
+        Mode::Setup => js
+            .create_or_update_stream(cfg.clone())
+            .await
+            .map_err(|e| setup_err(&what, e))?,
+        Mode::Open => match js.get_stream(&cfg.name).await {
+            Ok(mut stream) => stream
+                .info()
+                .await
+                .map_err(|e| setup_err(&what, e))?
+                .clone(),
+            Err(e) if stream_not_found(&e) => {
+                js.create_stream(cfg.clone()).await.map_err(|create| {
+                    setup_err(&what, format!("missing, and {create} ({RUN_SETUP})"))
+                })?;
+                js.get_stream(&cfg.name)
+                    .await
+                    .map_err(|e| setup_err(&what, e))?
+                    .info()
+                    .await
+                    .map_err(|e| setup_err(&what, e))?
+                    .clone()
+            }
+            Err(e) => return Err(setup_err(&what, e)),
+        },
+    };
     let got = &info.config;
     let mismatch = |detail: String| RuntimeError::ConfigMismatch {
         what: format!("stream {}", cfg.name),
-        detail,
+        detail: match mode {
+            Mode::Setup => detail,
+            Mode::Open => format!("{detail}: the stream is older than this Swarm; {RUN_SETUP}"),
+        },
     };
     if got.subjects != cfg.subjects {
         return Err(mismatch(format!(
@@ -212,9 +283,12 @@ async fn ensure_stream(js: &Context, cfg: stream::Config) -> Result<(), RuntimeE
     Ok(())
 }
 
-async fn ensure_kv(js: &Context, cfg: kv::Config) -> Result<kv::Store, RuntimeError> {
+async fn ensure_kv(js: &Context, cfg: kv::Config, mode: Mode) -> Result<kv::Store, RuntimeError> {
     let what = format!("bucket {}", cfg.bucket);
     if let Ok(store) = js.get_key_value(&cfg.bucket).await {
+        if mode == Mode::Open {
+            return Ok(store);
+        }
         // Bring an existing bucket's bounds to this configuration.
         let stream = format!("KV_{}", cfg.bucket);
         let mut current = js
@@ -238,16 +312,31 @@ async fn ensure_kv(js: &Context, cfg: kv::Config) -> Result<kv::Store, RuntimeEr
         Err(create_err) => js
             .get_key_value(&cfg.bucket)
             .await
-            .map_err(|_| setup_err(&what, create_err)),
+            .map_err(|_| setup_err(&what, format!("missing, and {create_err} ({RUN_SETUP})"))),
     }
 }
 
 impl Infra {
-    /// Connects the JetStream context and creates (or updates) every stream
-    /// and bucket, each with `replicas` copies, kept as the environment's
-    /// [`Retention`] says.
+    /// The setup: connects the JetStream context and creates (or updates)
+    /// every stream and bucket, each with `replicas` copies, kept as the
+    /// environment's [`Retention`] says. Needs the right to create and
+    /// update streams (the `admin` user in production).
     pub async fn ensure(client: &Client, replicas: usize) -> Result<Infra, RuntimeError> {
         Infra::ensure_with(client, replicas, &Retention::from_env()).await
+    }
+
+    /// A role's start: binds to every stream and bucket, creating only
+    /// those that are missing (with `replicas` copies and the environment's
+    /// [`Retention`]) and changing none. Where the role may not create
+    /// them, it retries for a while, then fails saying to run `swarm
+    /// setup`.
+    pub async fn open(client: &Client, replicas: usize) -> Result<Infra, RuntimeError> {
+        let keep = Retention::from_env();
+        crate::retry::retry(
+            || Infra::ensure_once(client, replicas, &keep, Mode::Open),
+            |e| matches!(e, RuntimeError::Setup { .. } | RuntimeError::NoJetStream(_)),
+        )
+        .await
     }
 
     /// [`ensure`](Self::ensure) with a given retention.
@@ -259,7 +348,7 @@ impl Infra {
         // A cluster that is still forming (or electing leaders) answers
         // setup requests with timeouts for a while: retry those.
         crate::retry::retry(
-            || Infra::ensure_once(client, replicas, keep),
+            || Infra::ensure_once(client, replicas, keep, Mode::Setup),
             |e| matches!(e, RuntimeError::Setup { .. } | RuntimeError::NoJetStream(_)),
         )
         .await
@@ -269,13 +358,14 @@ impl Infra {
         client: &Client,
         replicas: usize,
         keep: &Retention,
+        mode: Mode,
     ) -> Result<Infra, RuntimeError> {
         let js = jetstream::new(client.clone());
         js.query_account()
             .await
             .map_err(|e| RuntimeError::NoJetStream(e.to_string()))?;
         for cfg in stream_configs_with(replicas, keep) {
-            ensure_stream(&js, cfg).await?;
+            ensure_stream(&js, cfg, mode).await?;
         }
         let bucket = |name: &str, description: &str, max_age: Duration| kv::Config {
             bucket: name.into(),
@@ -294,6 +384,7 @@ impl Infra {
                 "SwarmState by swarm id",
                 keep.finished,
             ),
+            mode,
         )
         .await?;
         let missions = ensure_kv(
@@ -303,6 +394,7 @@ impl Infra {
                 "MissionRecord by swarm id",
                 keep.finished,
             ),
+            mode,
         )
         .await?;
         // A journal only matters while its task may be redelivered.
@@ -313,6 +405,7 @@ impl Infra {
                 "Agent-loop steps by swarm, task, attempt, revision and step",
                 keep.journal,
             ),
+            mode,
         )
         .await?;
         let approvals = ensure_kv(
@@ -322,6 +415,7 @@ impl Infra {
                 "Approval requests of destructive tool calls by approval id",
                 keep.requests,
             ),
+            mode,
         )
         .await?;
         let memory = ensure_kv(
@@ -331,6 +425,7 @@ impl Infra {
                 "Agent memory: <swarm or shared>.<key>",
                 keep.memory,
             ),
+            mode,
         )
         .await?;
         let inputs = ensure_kv(
@@ -340,6 +435,7 @@ impl Infra {
                 "Questions tasks ask people, by <swarm>.<task>",
                 keep.requests,
             ),
+            mode,
         )
         .await?;
         let reports = match js.get_object_store(subjects::REPORTS_BUCKET).await {
@@ -381,6 +477,14 @@ impl Infra {
             .get_stream(subjects::A2AP_STREAM)
             .await
             .map_err(|e| setup_err("stream A2AP", e))
+    }
+
+    /// The stream of assignments.
+    pub async fn work(&self) -> Result<Stream, RuntimeError> {
+        self.js
+            .get_stream(subjects::WORK_STREAM)
+            .await
+            .map_err(|e| setup_err("stream WORK", e))
     }
 
     /// The missions stream.

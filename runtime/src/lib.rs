@@ -3,10 +3,12 @@
 //! ([`version`]), creating streams and buckets idempotently ([`infra`]),
 //! putting A2AP messages on the wire and reading them back ([`wire`]),
 //! retrying transient faults ([`retry`]), shutting down on a signal
-//! ([`shutdown`]), setting up logs ([`telemetry`]), and serving health
+//! ([`shutdown`]), asking the boss's desk of approvals and questions
+//! ([`desk`]), setting up logs ([`telemetry`]), and serving health
 //! probes ([`health`]) and Prometheus metrics ([`metrics`]).
 
 pub mod config;
+pub mod desk;
 pub mod health;
 pub mod infra;
 pub mod metrics;

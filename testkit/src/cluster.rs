@@ -12,6 +12,9 @@ use swarm_cli::local::{LocalCluster, LocalOptions};
 use crate::nats::dev_nats_conf;
 use crate::scratch::Scratch;
 
+/// The managers' key for assignment tokens in every [`Cluster`].
+pub const TEST_TOKEN_KEY: &str = "swarm-test-token-key";
+
 /// The packages whose binaries a [`Cluster`] runs.
 const ROLE_PACKAGES: [&str; 4] = ["swarm-boss", "swarm-manager", "swarm-worker", "swarm-cli"];
 
@@ -227,7 +230,12 @@ impl ClusterBuilder {
         opts.workers = self.workers;
         opts.nats_conf = Some(dev_nats_conf());
         opts.bin_dir = bin_dir;
-        opts.extra_env = self.env;
+        // A key tests know, so a test playing a worker can make the token
+        // its result must echo (the test's own variables come after).
+        opts.extra_env = [("SWARM_TOKEN_KEY".to_owned(), TEST_TOKEN_KEY.to_owned())]
+            .into_iter()
+            .chain(self.env)
+            .collect();
         if let Some(timeout) = self.ready_timeout {
             opts.ready_timeout = timeout;
         }

@@ -16,7 +16,7 @@ mod nats;
 mod nats_cluster;
 mod scratch;
 
-pub use cluster::{Cluster, ClusterBuilder, bin_dir};
+pub use cluster::{Cluster, ClusterBuilder, TEST_TOKEN_KEY, bin_dir};
 pub use llm::{
     Match, MockLlm, MockToolCall, Recorded, Reply, Rule, Wire, anthropic_text, anthropic_tool_use,
     openai_text, openai_tool_calls,

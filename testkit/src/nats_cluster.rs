@@ -63,8 +63,13 @@ pub const ROUTE_PASSWORD: &str = "test-route-secret";
 /// node's copy changes to a port of its own.
 const CLUSTER_LISTEN: &str = "listen: 0.0.0.0:6222";
 
-/// The four users of the production configuration.
-pub const ROLES: [Role; 4] = [
+/// The five users of the production configuration.
+pub const ROLES: [Role; 5] = [
+    Role {
+        user: "admin",
+        password_var: "NATS_ADMIN_PASSWORD",
+        password: "test-admin-secret",
+    },
     Role {
         user: "boss",
         password_var: "NATS_BOSS_PASSWORD",
@@ -288,7 +293,9 @@ impl NatsCluster {
     ) -> anyhow::Result<async_nats::Client> {
         let r = role(user);
         let urls: Vec<String> = self.nodes.iter().map(NatsNode::url).collect();
+        // Each user reads its own inboxes only, as the roles connect.
         opts.user_and_password(r.user.into(), r.password.into())
+            .custom_inbox_prefix(format!("_INBOX.{}", r.user))
             .connect(urls)
             .await
             .with_context(|| format!("cannot connect as {user} to {}", self.urls()))

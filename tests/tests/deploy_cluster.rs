@@ -52,7 +52,8 @@ fn manifest(role: &str) -> Manifest {
         }
     }
     Manifest {
-        replicas: replicas.expect("no replicas in the manifest"),
+        // A Job has no replicas: it runs once.
+        replicas: replicas.unwrap_or(1),
         env,
     }
 }
@@ -117,6 +118,30 @@ async fn a_mission_completes_on_a_three_node_cluster_configured_like_the_manifes
     std::fs::write(workspace.join("notes.txt"), "alpha beta gamma\n").unwrap();
 
     let bins = bin_dir();
+    // The setup Job first: `swarm setup` as admin makes the streams and
+    // buckets, which no role may create.
+    let setup = manifest("setup-job");
+    assert_eq!(env_of(&setup, "NATS_USER"), "admin");
+    let out = std::process::Command::new(bins.join("swarm"))
+        .arg("setup")
+        .env_clear()
+        .env("NATS_URL", nats.nodes()[0].url())
+        .env("NATS_USER", "admin")
+        .env("NATS_PASSWORD", role("admin").password)
+        .env("SWARM_REPLICAS", env_of(&setup, "SWARM_REPLICAS"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "swarm setup: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("WORK") && said.contains("KV_approvals"),
+        "{said}"
+    );
     let mut roles = Vec::new();
     for name in ["boss", "manager", "worker"] {
         let m = manifest(name);

@@ -98,20 +98,55 @@ impl Conn {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_role_does_its_part_and_nothing_else() {
     let nats = NatsCluster::start(1).unwrap();
+    let admin = Conn::new(&nats, "admin").await;
     let boss = Conn::new(&nats, "boss").await;
     let manager = Conn::new(&nats, "manager").await;
     let worker = Conn::new(&nats, "worker").await;
     let client = Conn::new(&nats, "client").await;
 
-    // Every role may set up the streams and buckets at start.
-    let infra = Infra::ensure(&boss.client, 1).await.unwrap();
-    for c in [&manager, &worker] {
-        Infra::ensure(&c.client, 1).await.unwrap();
+    // Before the setup, a role cannot make the streams it needs.
+    let early = tokio::time::timeout(Duration::from_secs(5), Infra::open(&worker.client, 1)).await;
+    assert!(!matches!(early, Ok(Ok(_))), "a worker made the streams");
+    worker.expect_violation("$JS.API.STREAM.CREATE.").await;
+    worker.errors.lock().unwrap().clear();
+    // The admin sets them up (`swarm setup`); then every role binds to them.
+    Infra::ensure(&admin.client, 1).await.unwrap();
+    admin.clean();
+    let infra = Infra::open(&boss.client, 1).await.unwrap();
+    for c in [&manager, &worker, &boss] {
+        Infra::open(&c.client, 1).await.unwrap();
+        c.clean();
     }
-    // A client may not: it has no business creating or changing streams.
-    assert!(Infra::ensure(&client.client, 1).await.is_err());
-    client.expect_violation("$JS.API.STREAM.UPDATE.").await;
-    client.errors.lock().unwrap().clear();
+    // No role may create, update or delete a stream at run time (a worker
+    // once set KV_swarms to keep nothing but a second).
+    for c in [&boss, &manager, &worker, &client] {
+        for api in [
+            "$JS.API.STREAM.UPDATE.KV_swarms",
+            "$JS.API.STREAM.UPDATE.A2AP",
+            "$JS.API.STREAM.CREATE.EVIL",
+            "$JS.API.STREAM.DELETE.WORK",
+        ] {
+            c.refused_publish(api).await;
+        }
+    }
+    let mut swarms_cfg = worker
+        .js()
+        .get_stream("KV_swarms")
+        .await
+        .unwrap()
+        .info()
+        .await
+        .unwrap()
+        .config
+        .clone();
+    swarms_cfg.max_age = Duration::from_secs(1);
+    assert!(worker.js().update_stream(swarms_cfg).await.is_err());
+    worker
+        .expect_violation("$JS.API.STREAM.UPDATE.KV_swarms")
+        .await;
+    for c in [&boss, &manager, &worker, &client] {
+        c.errors.lock().unwrap().clear();
+    }
 
     // The boss serves `boss.missions`; a client submits through it.
     let mut service = boss
@@ -165,8 +200,8 @@ async fn each_role_does_its_part_and_nothing_else() {
     manager.clean();
 
     // The worker pulls its pool's work, reports progress and results.
-    let a2ap = worker.js().get_stream(subjects::A2AP_STREAM).await.unwrap();
-    let consumer = a2ap
+    let work = worker.js().get_stream(subjects::WORK_STREAM).await.unwrap();
+    let consumer = work
         .create_consumer(pull::Config {
             durable_name: Some(subjects::worker_consumer("general")),
             filter_subject: subjects::work_filter("general"),
@@ -287,12 +322,94 @@ async fn each_role_does_its_part_and_nothing_else() {
         .await;
     boss.refused_publish(&subjects::result("s1", "t1")).await;
 
+    // Approvals and answers: only the boss writes them (its desk); workers
+    // and clients ask it, each under its own name only.
+    for c in [&worker, &client, &manager] {
+        c.refused_publish("$KV.approvals.a1").await;
+        c.refused_publish("$KV.inputs.s1.t1").await;
+    }
+    worker
+        .refused_publish(&subjects::desk("worker", "decide"))
+        .await;
+    worker
+        .refused_publish(&subjects::desk("client", "decide"))
+        .await;
+    client
+        .refused_publish(&subjects::desk("client", "ask_approval"))
+        .await;
+    client
+        .refused_publish(&subjects::desk("worker", "ask_approval"))
+        .await;
+    boss.errors.lock().unwrap().clear();
+    let approvals = boss
+        .js()
+        .get_key_value(subjects::APPROVALS_BUCKET)
+        .await
+        .unwrap();
+    approvals
+        .put("a1", Bytes::from_static(b"{}"))
+        .await
+        .unwrap();
+    boss.clean();
+    // The desk's subjects reach the boss.
+    let mut desk = boss.client.subscribe(subjects::DESK_FILTER).await.unwrap();
+    boss.client.flush().await.unwrap();
+    client
+        .client
+        .publish(
+            subjects::desk("client", "decide"),
+            Bytes::from_static(b"{}"),
+        )
+        .await
+        .unwrap();
+    worker
+        .client
+        .publish(
+            subjects::desk("worker", "ask_approval"),
+            Bytes::from_static(b"{}"),
+        )
+        .await
+        .unwrap();
+    for want in ["swarm.desk.client.decide", "swarm.desk.worker.ask_approval"] {
+        let got = tokio::time::timeout(Duration::from_secs(5), desk.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.subject.as_str(), want);
+    }
+
+    // Assignments (and their tokens) are for the manager and the pool's
+    // workers: a client can neither read them nor another user's replies.
+    for api in [
+        "$JS.API.DIRECT.GET.WORK",
+        "$JS.API.CONSUMER.CREATE.WORK",
+        "$JS.API.STREAM.MSG.GET.WORK",
+    ] {
+        client.refused_publish(api).await;
+    }
+    for subject in [
+        "a2ap.work.general.s1.t1",
+        "a2ap.work.>",
+        "_INBOX.worker.x",
+        "_INBOX.>",
+    ] {
+        let _sub = client.client.subscribe(subject.to_owned()).await.unwrap();
+        client.client.flush().await.unwrap();
+        client.expect_violation(subject).await;
+    }
+
     // Nothing refused was stored.
     let mut a2ap = client.js().get_stream(subjects::A2AP_STREAM).await.unwrap();
     let stored = a2ap.info().await.unwrap().state.messages;
-    // deploy, work, progress x2, result, error, control x2
+    // deploy, progress x2, result, error, control x2
     assert_eq!(
-        stored, 8,
+        stored, 7,
         "only the allowed messages are in the A2AP stream"
+    );
+    let mut work = admin.js().get_stream(subjects::WORK_STREAM).await.unwrap();
+    assert_eq!(
+        work.info().await.unwrap().state.messages,
+        1,
+        "one assignment"
     );
 }

@@ -72,6 +72,7 @@ async fn connect(url: &str, user: &str) -> Client {
     let r = role(user);
     ConnectOptions::new()
         .user_and_password(r.user.into(), r.password.into())
+        .custom_inbox_prefix(format!("_INBOX.{user}"))
         .request_timeout(Some(Duration::from_secs(2)))
         .connect(url)
         .await
@@ -94,14 +95,15 @@ async fn received(sub: &mut async_nats::Subscriber, quiet: Duration) -> Vec<Stri
 async fn outsider_is_refused(route_password: Option<&str>) {
     let nats = NatsCluster::start(3).unwrap();
     // Swarm's streams and buckets, three replicas each, as the roles make them.
+    let admin = connect(&nats.nodes()[0].url(), "admin").await;
+    Infra::ensure(&admin, 3).await.unwrap();
     let boss = connect(&nats.nodes()[0].url(), "boss").await;
-    Infra::ensure(&boss, 3).await.unwrap();
     let cluster_names: Vec<&str> = nats.nodes().iter().map(NatsNode::name).collect();
 
     // A subscriber on node 0, and proof that it hears node 2's publishers:
     // the cluster's routes carry messages, so silence below means refusal.
     let listener = connect(&nats.nodes()[0].url(), "client").await;
-    let mut heard = listener.subscribe("a2ap.>").await.unwrap();
+    let mut heard = listener.subscribe("a2ap.*.*.*").await.unwrap();
     listener.flush().await.unwrap();
     let insider = connect(&nats.nodes()[2].url(), "worker").await;
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -179,7 +181,7 @@ async fn outsider_is_refused(route_password: Option<&str>) {
     let outsider_url = outsider.url();
     let injector = connect(&outsider_url, "worker").await;
     let eavesdropper = connect(&outsider_url, "client").await;
-    let mut overheard = eavesdropper.subscribe("a2ap.>").await.unwrap();
+    let mut overheard = eavesdropper.subscribe("a2ap.*.*.*").await.unwrap();
     eavesdropper.flush().await.unwrap();
     for _ in 0..5 {
         injector

@@ -321,7 +321,7 @@ async fn a_mission_wider_than_the_clients_publish_window_is_deployed_whole() {
     let swarm_id = common::submit(&nc, &common::mission("wide", tasks)).await;
     let js = async_nats::jetstream::new(nc.clone());
     let stream = js
-        .get_stream(swarm_common::subjects::A2AP_STREAM)
+        .get_stream(swarm_common::subjects::WORK_STREAM)
         .await
         .unwrap();
     let filter = swarm_common::subjects::work("*", &swarm_id, "*");

@@ -183,6 +183,7 @@ async fn a_flood_of_forged_cancels_does_not_hold_up_a_mission() {
     );
     let mut cluster = cluster;
     common::assert_all_running(&mut cluster);
+    common::assert_peaks_below(&mut cluster, "5,000 forged cancels", 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -272,6 +273,7 @@ async fn an_event_a_manager_died_on_is_set_aside_and_fails_its_swarm() {
         id.as_str(),
         "a",
         swarm_common::ResultSubmission {
+            token: common::token(&id, "a", 2, 0),
             task_id: "a".into(),
             status: swarm_common::TaskStatus::Completed,
             result: "from the future".into(),

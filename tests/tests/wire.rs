@@ -21,6 +21,7 @@ fn posted(swarm_id: &str, task_id: &str, msg_id: &str) -> Posted {
         swarm_id,
         task_id,
         ErrorMessage {
+            token: String::new(),
             task_id: Some(task_id.into()),
             attempt: Some(1),
             error: ErrorBody::new(ErrorCode::Internal, format!("{task_id} failed")),

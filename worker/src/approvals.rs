@@ -4,21 +4,25 @@
 //! swarm ends first, its open requests are closed as expired with the
 //! reason ([`NatsApprover::close`]), so nobody approves a call that can no
 //! longer run.
+//!
+//! The worker only reads the bucket: it records and closes its requests
+//! through the boss's desk ([`swarm_runtime::desk`]), which alone writes
+//! there, so no worker can approve a call.
 
 use std::time::Duration;
 
+use async_nats::Client;
 use async_nats::jetstream::{self, kv};
 use async_trait::async_trait;
-use bytes::Bytes;
 use chrono::Utc;
 use futures::StreamExt;
 use swarm_agent::tools::{ApprovalDecision, ApprovalRequest, Approver};
 use swarm_common::{
     Codec, Envelope, ProgressUpdate, TaskStatus,
-    approval::{ApprovalRecord, ApprovalStatus},
+    approval::{ApprovalRecord, ApprovalStatus, DeskReply, DeskRequest},
     subjects,
 };
-use swarm_runtime::wire;
+use swarm_runtime::{desk, wire};
 use tracing::{info, warn};
 
 use crate::waits::Waits;
@@ -27,6 +31,8 @@ use crate::waits::Waits;
 pub struct NatsApprover {
     store: kv::Store,
     js: jetstream::Context,
+    /// The desk is asked as this NATS user.
+    desk_user: String,
     worker_id: String,
     wait: Duration,
     /// The requests this worker waits on, by swarm.
@@ -34,16 +40,19 @@ pub struct NatsApprover {
 }
 
 impl NatsApprover {
-    /// An approver that waits at most `wait` for a decision.
+    /// An approver that waits at most `wait` for a decision, reading the
+    /// `approvals` bucket `store` and asking the desk as `desk_user`.
     pub fn new(
         store: kv::Store,
         js: jetstream::Context,
+        desk_user: impl Into<String>,
         worker_id: impl Into<String>,
         wait: Duration,
     ) -> Self {
         Self {
             store,
             js,
+            desk_user: desk_user.into(),
             worker_id: worker_id.into(),
             wait,
             open: Waits::default(),
@@ -57,17 +66,35 @@ impl NatsApprover {
     }
 
     /// Closes requests that are still pending as expired with `reason`
-    /// (compare-and-swap: a decision made meanwhile stands).
-    pub async fn close(&self, approval_ids: &[String], reason: &str) {
-        for approval_id in approval_ids {
-            match close_approval(&self.store, approval_id, &self.worker_id, reason).await {
-                Ok(true) => info!(%approval_id, reason, "approval request closed"),
-                Ok(false) => {}
-                Err(e) => {
-                    warn!(%approval_id, error = format!("{e:#}"), "cannot close the approval request")
+    /// (a decision made meanwhile stands). Returns them as they now stand.
+    pub async fn close(&self, approval_ids: &[String], reason: &str) -> Vec<ApprovalRecord> {
+        if approval_ids.is_empty() {
+            return Vec::new();
+        }
+        let request = DeskRequest::CloseApprovals {
+            approval_ids: approval_ids.to_vec(),
+            reason: reason.to_owned(),
+        };
+        match desk::call(&self.client(), &self.desk_user, &request, DESK_PATIENCE).await {
+            Ok(DeskReply::Approvals(records)) => {
+                for r in &records {
+                    info!(approval_id = %r.approval_id, status = ?r.status, reason, "approval request closed");
                 }
+                records
+            }
+            Ok(other) => {
+                warn!(reply = ?other, "the desk refused to close approval requests");
+                Vec::new()
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot close the approval requests");
+                Vec::new()
             }
         }
+    }
+
+    fn client(&self) -> Client {
+        self.js.client()
     }
 
     /// Tells the swarm's watchers that a call waits for a person.
@@ -105,36 +132,8 @@ impl NatsApprover {
     }
 }
 
-/// Marks a pending request expired with `reason`; whether it was pending.
-pub async fn close_approval(
-    store: &kv::Store,
-    approval_id: &str,
-    by: &str,
-    reason: &str,
-) -> anyhow::Result<bool> {
-    use anyhow::Context as _;
-    for _ in 0..8 {
-        let Some(entry) = store.entry(approval_id).await.context("reading")? else {
-            return Ok(false);
-        };
-        let mut record: ApprovalRecord = Codec::MsgPack.decode(&entry.value).context("decoding")?;
-        if record.status != ApprovalStatus::Pending {
-            return Ok(false);
-        }
-        record.status = ApprovalStatus::Expired;
-        record.decided_by = Some(by.to_string());
-        record.reason = Some(reason.to_string());
-        let bytes = Bytes::from(Codec::MsgPack.encode(&record)?);
-        if store
-            .update(approval_id, bytes, entry.revision)
-            .await
-            .is_ok()
-        {
-            return Ok(true);
-        }
-    }
-    anyhow::bail!("the request kept changing")
-}
+/// How long the worker keeps asking the desk while no boss answers.
+const DESK_PATIENCE: Duration = Duration::from_secs(30);
 
 fn decision(record: &ApprovalRecord) -> Option<ApprovalDecision> {
     let by = record.decided_by.as_deref().unwrap_or("someone");
@@ -180,18 +179,26 @@ impl Approver for NatsApprover {
             decided_by: None,
             reason: None,
         };
-        let encode = |r: &ApprovalRecord| Codec::MsgPack.encode(r).map(Bytes::from);
-        let Ok(bytes) = encode(&record) else {
-            return ApprovalDecision::denied("cannot encode the approval request");
+        let ask = DeskRequest::AskApproval {
+            record: record.clone(),
         };
-        let mut revision = match self.store.create(&approval_id, bytes).await {
-            Ok(r) => r,
+        match desk::call(&self.client(), &self.desk_user, &ask, DESK_PATIENCE).await {
+            Ok(DeskReply::Approval(_)) => {}
+            Ok(DeskReply::Refused(e)) => {
+                return ApprovalDecision::denied(format!(
+                    "the approval request was refused: {}",
+                    e.message
+                ));
+            }
+            Ok(other) => {
+                return ApprovalDecision::denied(format!("the desk answered {other:?}"));
+            }
             Err(e) => {
                 return ApprovalDecision::denied(format!(
                     "cannot record the approval request: {e}"
                 ));
             }
-        };
+        }
         let _open = record
             .swarm_id
             .as_deref()
@@ -208,7 +215,6 @@ impl Approver for NatsApprover {
         loop {
             match tokio::time::timeout_at(deadline, watch.next()).await {
                 Ok(Some(Ok(entry))) => {
-                    revision = entry.revision;
                     if let Ok(r) = Codec::MsgPack.decode::<ApprovalRecord>(&entry.value)
                         && let Some(d) = decision(&r)
                     {
@@ -224,19 +230,16 @@ impl Approver for NatsApprover {
             }
         }
         // Expire it, unless a person decided in the last instant.
+        const NO_ONE: &str = "no one answered the approval request in time";
         record.status = ApprovalStatus::Expired;
-        if let Ok(bytes) = encode(&record)
-            && self
-                .store
-                .update(&approval_id, bytes, revision)
-                .await
-                .is_err()
-            && let Ok(Some(current)) = self.store.get(&approval_id).await
-            && let Ok(r) = Codec::MsgPack.decode::<ApprovalRecord>(&current)
-            && let Some(d) = decision(&r)
+        if let Some(d) = self
+            .close(std::slice::from_ref(&approval_id), NO_ONE)
+            .await
+            .iter()
+            .find_map(decision)
         {
             return d;
         }
-        ApprovalDecision::denied("no one answered the approval request in time")
+        ApprovalDecision::denied(NO_ONE)
     }
 }

@@ -41,10 +41,10 @@ use swarm_agent::{
 use swarm_common::{
     Control, Envelope, ErrorBody, ErrorCode, ErrorMessage, ProgressUpdate, ResultSubmission,
     TaskAssignment, TaskStatus,
-    approval::InputRecord,
+    approval::{DeskReply, DeskRequest, InputRecord},
     subjects::{self, Subject},
 };
-use swarm_runtime::{Infra, NatsArgs, wire};
+use swarm_runtime::{Infra, NatsArgs, desk, wire};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 use tracing::{Instrument, info, info_span, warn};
@@ -121,6 +121,8 @@ struct Ctx {
     journal: Arc<jetstream::kv::Store>,
     a2ap: jetstream::stream::Stream,
     agent_id: String,
+    /// The NATS user the desk is asked as.
+    desk_user: String,
     /// The worker's tools, those with side effects journaled.
     tools: ToolRegistry,
     provider: Arc<dyn Provider>,
@@ -208,9 +210,11 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
         .with_context(|| format!("workspace root {}", config.workspace_root.display()))?;
     swarm_runtime::health::starting();
     let client = config.nats.connect(&config.agent_id).await?;
-    let infra = Infra::ensure(&client, config.replicas).await?;
+    let infra = Infra::open(&client, config.replicas).await?;
     let a2ap = infra.a2ap().await?;
-    let consumer: PullConsumer = a2ap
+    let consumer: PullConsumer = infra
+        .work()
+        .await?
         .create_consumer(pull::Config {
             durable_name: Some(subjects::worker_consumer(&config.pool)),
             description: Some(format!("Workers of pool {}", config.pool)),
@@ -233,9 +237,11 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
         .messages()
         .await
         .context("pulling assignments")?;
+    let desk_user = swarm_runtime::desk::user_or(config.nats.user.as_deref(), "worker");
     let approver = Arc::new(approvals::NatsApprover::new(
         infra.approvals.clone(),
         infra.js.clone(),
+        desk_user.clone(),
         config.agent_id.clone(),
         config.approval_wait,
     ));
@@ -253,6 +259,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
         infra: infra.clone(),
         a2ap,
         agent_id: config.agent_id.clone(),
+        desk_user,
         tools,
         provider: config.provider.build().context("building the provider")?,
         gate_options: config.tool_args.gate_options(&root),
@@ -429,6 +436,7 @@ async fn give_up(
         env.swarm_id.as_str(),
         env.body.task_id.as_str(),
         ErrorMessage {
+            token: env.body.token.clone(),
             task_id: Some(env.body.task_id.clone()),
             attempt: Some(env.body.attempt),
             error,
@@ -468,6 +476,7 @@ async fn reject(ctx: &Ctx, msg: &jetstream::Message, task: Option<(&str, &str)>,
             swarm_id,
             task_id,
             ErrorMessage {
+                token: String::new(),
                 task_id: Some(task_id.to_string()),
                 attempt: None,
                 error: error.clone(),
@@ -693,9 +702,9 @@ async fn run_rounds(
     }
 }
 
-/// Stores the task's question in the `inputs` bucket, where `swarm answer`
-/// finds it. Done before the question is announced, so a person who answers
-/// at once finds it there.
+/// Records the task's question (through the desk, in the `inputs` bucket),
+/// where `swarm answer` finds it. Done before the question is announced, so
+/// a person who answers at once finds it there.
 async fn ask(ctx: &Ctx, swarm_id: &str, task_id: &str, question: &str) -> anyhow::Result<()> {
     let record = InputRecord {
         swarm_id: swarm_id.to_string(),
@@ -708,51 +717,48 @@ async fn ask(ctx: &Ctx, swarm_id: &str, task_id: &str, question: &str) -> anyhow
         answered_at: None,
         closed: None,
     };
-    let bytes = bytes::Bytes::from(swarm_common::Codec::MsgPack.encode(&record)?);
-    ctx.infra
-        .inputs
-        .put(format!("{swarm_id}.{task_id}"), bytes)
+    match ask_desk(ctx, DeskRequest::AskQuestion { record })
         .await
-        .context("storing the question")?;
-    Ok(())
+        .context("storing the question")?
+    {
+        DeskReply::Question(_) => Ok(()),
+        DeskReply::Refused(e) => anyhow::bail!("the question was refused: {}", e.message),
+        other => anyhow::bail!("the desk answered {other:?}"),
+    }
 }
 
-/// Closes a question that is still unanswered, with `reason`
-/// (compare-and-swap: an answer given meanwhile stands).
+/// How long a worker keeps asking the desk while no boss answers.
+const DESK_PATIENCE: Duration = Duration::from_secs(30);
+
+/// Sends `request` to the boss's desk as this worker's user.
+async fn ask_desk(
+    ctx: &Ctx,
+    request: DeskRequest,
+) -> Result<DeskReply, swarm_runtime::RuntimeError> {
+    desk::call(
+        &ctx.infra.js.client(),
+        &ctx.desk_user,
+        &request,
+        DESK_PATIENCE,
+    )
+    .await
+}
+
+/// Closes a question that is still unanswered, with `reason` (an answer
+/// given meanwhile stands).
 async fn close_question(ctx: &Ctx, swarm_id: &str, task_id: &str, reason: &str) {
-    let key = format!("{swarm_id}.{task_id}");
-    for _ in 0..8 {
-        let entry = match ctx.infra.inputs.entry(&key).await {
-            Ok(Some(entry)) => entry,
-            Ok(None) => return,
-            Err(e) => {
-                warn!(%swarm_id, %task_id, error = %e, "cannot read the question to close it");
-                return;
-            }
-        };
-        let Ok(mut record) = swarm_common::Codec::MsgPack.decode::<InputRecord>(&entry.value)
-        else {
-            return;
-        };
-        if record.answer.is_some() || record.closed.is_some() {
-            return;
-        }
-        record.closed = Some(reason.to_string());
-        let Ok(bytes) = swarm_common::Codec::MsgPack.encode(&record) else {
-            return;
-        };
-        if ctx
-            .infra
-            .inputs
-            .update(&key, bytes.into(), entry.revision)
-            .await
-            .is_ok()
-        {
+    let request = DeskRequest::CloseQuestion {
+        swarm_id: swarm_id.to_owned(),
+        task_id: task_id.to_owned(),
+        reason: reason.to_owned(),
+    };
+    match ask_desk(ctx, request).await {
+        Ok(DeskReply::Question(r)) if r.closed.as_deref() == Some(reason) => {
             info!(%swarm_id, %task_id, reason, "question closed");
-            return;
         }
+        Ok(_) => {}
+        Err(e) => warn!(%swarm_id, %task_id, error = %e, "cannot close the question"),
     }
-    warn!(%swarm_id, %task_id, "the question kept changing; left open");
 }
 
 /// Waits for the answer to the question stored by [`ask`].
@@ -970,6 +976,7 @@ async fn work(
     }
     in_flight.finish(status);
     let submission = ResultSubmission {
+        token: a.token.clone(),
         task_id: a.task_id.clone(),
         status,
         result: outcome.result,

@@ -1,5 +1,6 @@
 //! Destructive tool calls wait for a person: approved and denied through the
-//! CLI's client functions, and expired when no one answers.
+//! CLI's client functions and the boss's desk, and expired when no one
+//! answers.
 
 #![allow(clippy::unwrap_used)] // tests report failure by panicking
 
@@ -47,9 +48,16 @@ async fn approvals_are_decided_by_people_or_expire() {
     let server = NatsServer::start().unwrap();
     let nc = server.client().await;
     let infra = Infra::ensure(&nc, 1).await.unwrap();
+    let desk = std::sync::Arc::new(swarm_boss::desk::Desk {
+        infra: infra.clone(),
+        approvers: vec!["client".into()],
+        workers: vec!["worker".into()],
+    });
+    tokio::spawn(desk.serve(nc.clone()));
     let approver = NatsApprover::new(
         infra.approvals.clone(),
         infra.js.clone(),
+        "worker",
         "worker-1",
         Duration::from_secs(10),
     );
@@ -58,6 +66,7 @@ async fn approvals_are_decided_by_people_or_expire() {
         let a = NatsApprover::new(
             infra.approvals.clone(),
             infra.js.clone(),
+            "worker",
             "worker-1",
             Duration::from_secs(10),
         );
@@ -91,6 +100,7 @@ async fn approvals_are_decided_by_people_or_expire() {
     let impatient = NatsApprover::new(
         infra.approvals.clone(),
         infra.js.clone(),
+        "worker",
         "worker-1",
         Duration::from_millis(300),
     );

@@ -36,7 +36,13 @@ pub async fn final_report(
 
 /// Every message of type `T` stored on `subject`.
 pub async fn messages<T: Payload>(nc: &async_nats::Client, subject: &str) -> Vec<Envelope<T>> {
-    stored(nc, subjects::A2AP_STREAM, subject)
+    // Assignments have a stream of their own.
+    let stream = if subject.starts_with("a2ap.work.") {
+        subjects::WORK_STREAM
+    } else {
+        subjects::A2AP_STREAM
+    };
+    stored(nc, stream, subject)
         .await
         .iter()
         .map(swarm_runtime_decode::<T>)
@@ -156,6 +162,23 @@ pub async fn play_worker_result(
         .unwrap();
 }
 
+/// Submits a completed result for `task_id`'s first attempt that carries
+/// `token` instead of its assignment's: a forgery.
+pub async fn play_forged_result(
+    nc: &async_nats::Client,
+    swarm_id: &str,
+    task_id: &str,
+    text: &str,
+    token: &str,
+) {
+    let mut env = worker_result(swarm_id, task_id, 1, text);
+    env.body.token = token.to_owned();
+    let js = jetstream::new(nc.clone());
+    swarm_runtime::wire::publish(&js, subjects::result(swarm_id, task_id), &env, None)
+        .await
+        .unwrap();
+}
+
 /// Hands a completed result over as a worker does (`wire::hand_over`),
 /// naming `ack_subject` as the assignment it answers, under a deduplication
 /// id made from it (so results naming different subjects are all stored).
@@ -179,6 +202,12 @@ pub async fn play_worker_handover(
     .unwrap();
 }
 
+/// The token the test clusters' managers expect of a result.
+pub fn token(swarm_id: &str, task_id: &str, attempt: u32, revision: u32) -> String {
+    swarm_manager::token::TokenKey::new(swarm_testkit::TEST_TOKEN_KEY.as_bytes())
+        .token(swarm_id, task_id, attempt, revision)
+}
+
 /// A completed result for `task_id`'s `attempt` (revision 0), from "test-worker".
 fn worker_result(
     swarm_id: &str,
@@ -188,6 +217,7 @@ fn worker_result(
 ) -> Envelope<swarm_common::ResultSubmission> {
     let now = chrono::Utc::now();
     let submission = swarm_common::ResultSubmission {
+        token: token(swarm_id, task_id, attempt, 0),
         task_id: task_id.into(),
         status: swarm_common::TaskStatus::Completed,
         result: text.into(),
@@ -257,6 +287,34 @@ pub fn assert_all_running(cluster: &mut Cluster) {
     }
 }
 
+/// The most memory each role process has held so far (its peak resident
+/// set, `VmHWM`), printed, and checked against `bound_mib`: the bound a
+/// probe must leave every role under (SECURITY.md, "Memory").
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn assert_peaks_below(cluster: &mut Cluster, probe: &str, bound_mib: u64) {
+    let local = cluster.local_mut();
+    for p in local
+        .bosses
+        .iter()
+        .chain(local.managers.iter())
+        .chain(local.workers.iter())
+    {
+        let pid = p.pid().expect("a running role has a pid");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let peak_kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .expect("VmHWM");
+        println!("{probe}: {} peaked at {} MiB", p.name(), peak_kb / 1024);
+        assert!(
+            peak_kb < bound_mib * 1024,
+            "{probe}: {} peaked at {peak_kb} kB, over {bound_mib} MiB",
+            p.name()
+        );
+    }
+}
+
 /// The report's outcome of task `task_id`.
 pub fn outcome<'a>(report: &'a FinalReport, task_id: &str) -> &'a TaskOutcome {
     report
@@ -292,7 +350,7 @@ pub async fn worker_consumer_info(
     pool: &str,
 ) -> jetstream::consumer::Info {
     let stream = jetstream::new(nc.clone())
-        .get_stream(subjects::A2AP_STREAM)
+        .get_stream(subjects::WORK_STREAM)
         .await
         .unwrap();
     let mut consumer: jetstream::consumer::PullConsumer = stream
