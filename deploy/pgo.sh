@@ -18,7 +18,7 @@
 # beside the plain release build, mission by mission:
 #   cargo run --release -p swarm-bench -- one-task fan-out chain --sync default --against target/pgo/bin
 # and use it: `target/pgo/bin/swarm up`, or SWARM_BIN_DIR=target/pgo/bin for
-# the harness. bench/results/history.md (twelfth round) has the figures.
+# the harness. BENCHMARKS.md has the figures.
 #
 # Needs what the tests need (Rust, python3 for nats-server.sh) and rustup.
 set -euo pipefail

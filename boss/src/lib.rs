@@ -236,9 +236,10 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
 /// A report is background work: decoding a 50-task `FinalReport`, rendering
 /// and storing the page took about 5 ms (rendering 1,000 tasks alone takes
 /// 14 ms of CPU), and on the boss's one thread it held up the next mission's
-/// intake by up to as long (bench/results/history.md, fourth round). Here intake answers first and
-/// reports take the CPU that is left. `ready` gets the outcome of start-up;
-/// the loop drains and returns once `stop` turns true.
+/// intake by up to as long (docs/decisions.md, "Single-threaded roles").
+/// Here intake answers first and reports take the CPU that is left. `ready`
+/// gets the outcome of start-up; the loop drains and returns once `stop`
+/// turns true.
 fn reports_thread(
     config: BossConfig,
     stop: watch::Receiver<bool>,

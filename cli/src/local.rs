@@ -425,7 +425,8 @@ pub enum NatsCpus {
     /// that is the only one on the machine (`swarm up`, the harness). On a
     /// 2-vCPU machine it took a chain of 50 down 3-11 % and the one-task
     /// round trip 2-6 % against a server that may run anywhere, and the
-    /// sustained load no slower (bench/results/history.md, ninth round).
+    /// sustained load no slower (docs/decisions.md, "CPUs of a local
+    /// nats-server").
     Own,
     /// Exactly these CPUs (`taskset -c` numbers).
     List(Vec<usize>),
@@ -490,10 +491,10 @@ impl std::fmt::Display for NatsCpus {
 /// boss, the managers and the workers; with a Go thread per CPU, the
 /// server's idle threads spin looking for work on the CPUs the roles need at
 /// that moment and hand each message between threads. On a 2-vCPU machine
-/// one Go thread took a chain of 50 down 12-15 % (bench/results/history.md, eighth
-/// round), at the cost of about a sixth of the sustained throughput (still
-/// well above its target). A server on machines of its own (`k8s/`) keeps
-/// Go's default.
+/// one Go thread took a chain of 50 down 12-15 %, at the cost of about a
+/// sixth of the sustained throughput (still well above its target; see
+/// docs/decisions.md, "CPUs of a local nats-server"). A server on machines
+/// of its own (`k8s/`) keeps Go's default.
 fn nats_env(user_set: bool, shared: usize, own: Option<&[usize]>) -> Vec<(String, String)> {
     if user_set {
         return Vec::new();

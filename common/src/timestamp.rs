@@ -6,11 +6,11 @@
 //! Every A2AP message carries a few timestamps and a swarm's state a few per
 //! task; chrono formats them a character at a time through `fmt::Write` and
 //! parses them with its format-item machinery, which took about 5 % of the
-//! manager's CPU and 2.5 % of a worker's per `echo` task (bench/results/history.md,
-//! seventh round). The usual form is written and read here directly; any
-//! other (a year outside 0-9999, a leap second, an offset other than `Z`,
-//! more than nine fraction digits) goes through chrono as before, so what is
-//! accepted and what is written are unchanged.
+//! manager's CPU and 2.5 % of a worker's per `echo` task (docs/decisions.md,
+//! "Timestamps written by our own code"). The usual form is written and
+//! read here directly; any other (a year outside 0-9999, a leap second, an
+//! offset other than `Z`, more than nine fraction digits) goes through
+//! chrono as before, so what is accepted and what is written are unchanged.
 //!
 //! Use with `#[serde(with = "crate::timestamp")]` on a `DateTime<Utc>`
 //! field, and `crate::timestamp::option` on an `Option<DateTime<Utc>>`.

@@ -441,9 +441,9 @@ struct Held {
 /// one per hop. Its events stay unacked until the write lands, so this must
 /// stay far below the manager's `ack_wait` (0.5 s at the least). 12 ms against
 /// 5 ms took a chain of 50 from about seven writes of its whole state to
-/// three (bench/results/history.md, sixth round); 30 ms against 12 takes it to one or
-/// two and the chain down about 4 % with the server on one Go thread
-/// (eighth round), where each write's cost in the server weighs more.
+/// three; 30 ms against 12 takes it to one or two and the chain down about
+/// 4 % with the server on one Go thread, where each write's cost in the
+/// server weighs more (docs/decisions.md, "Deferred state writes").
 const DEFER_WRITE: Duration = Duration::from_millis(30);
 
 /// Most events held for one deferred write.

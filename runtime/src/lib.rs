@@ -27,7 +27,7 @@ pub use mimalloc as __mimalloc;
 /// Makes mimalloc the allocator of the binary whose `main.rs` invokes it
 /// (every role does): a role makes many small, short-lived allocations per
 /// message, and mimalloc serves them from per-thread pages faster than the
-/// system allocator (bench/results/history.md, fifth round).
+/// system allocator (docs/decisions.md, "Release profile and allocator").
 #[macro_export]
 macro_rules! role_allocator {
     () => {

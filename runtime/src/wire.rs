@@ -118,10 +118,10 @@ async fn unanswered(
 /// The manager posts an assignment this way: the server's publish-ack of a
 /// stored message goes out before the message reaches its consumer, and
 /// made a hop's round trip 10-14 % longer in the probe `--example pubacks`
-/// (bench/results/history.md, thirteenth round). Whatever relies on the message being
-/// stored (a state write that records it) waits for [`Posted::confirm`]
-/// instead, or for a reply to the message, which can only come once it is
-/// stored.
+/// (docs/decisions.md, "Assignments posted, confirmed before the write").
+/// Whatever relies on the message being stored (a state write that records
+/// it) waits for [`Posted::confirm`] instead, or for a reply to the message,
+/// which can only come once it is stored.
 #[derive(Debug, Clone)]
 pub struct Posted {
     subject: String,
