@@ -5,7 +5,7 @@
 #
 #   k8s/overlays/<overlay>/secrets/nats-passwords.env   Secret nats-passwords
 #       NATS_ADMIN_PASSWORD (`swarm setup`), NATS_BOSS_PASSWORD,
-#       NATS_MANAGER_PASSWORD, NATS_WORKER_PASSWORD,
+#       NATS_MANAGER_PASSWORD, NATS_WORKER_PASSWORD, NATS_APPROVER_PASSWORD,
 #       NATS_CLIENT_PASSWORD (the users), NATS_ROUTE_PASSWORD (the routes
 #       between NATS nodes)
 #   k8s/overlays/<overlay>/secrets/llm-keys.env         Secret llm-keys
@@ -31,7 +31,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 readonly PASSWORDS=(NATS_ADMIN_PASSWORD NATS_BOSS_PASSWORD NATS_MANAGER_PASSWORD
-    NATS_WORKER_PASSWORD NATS_CLIENT_PASSWORD NATS_ROUTE_PASSWORD)
+    NATS_WORKER_PASSWORD NATS_CLIENT_PASSWORD NATS_APPROVER_PASSWORD NATS_ROUTE_PASSWORD)
 readonly LLM_KEYS=(OPENAI_API_KEY ANTHROPIC_API_KEY)
 
 log() { echo "secrets.sh: $*" >&2; }

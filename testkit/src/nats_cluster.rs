@@ -63,8 +63,8 @@ pub const ROUTE_PASSWORD: &str = "test-route-secret";
 /// node's copy changes to a port of its own.
 const CLUSTER_LISTEN: &str = "listen: 0.0.0.0:6222";
 
-/// The five users of the production configuration.
-pub const ROLES: [Role; 5] = [
+/// The six users of the production configuration.
+pub const ROLES: [Role; 6] = [
     Role {
         user: "admin",
         password_var: "NATS_ADMIN_PASSWORD",
@@ -89,6 +89,11 @@ pub const ROLES: [Role; 5] = [
         user: "client",
         password_var: "NATS_CLIENT_PASSWORD",
         password: "test-client-secret",
+    },
+    Role {
+        user: "approver",
+        password_var: "NATS_APPROVER_PASSWORD",
+        password: "test-approver-secret",
     },
 ];
 

@@ -103,6 +103,7 @@ async fn each_role_does_its_part_and_nothing_else() {
     let manager = Conn::new(&nats, "manager").await;
     let worker = Conn::new(&nats, "worker").await;
     let client = Conn::new(&nats, "client").await;
+    let approver = Conn::new(&nats, "approver").await;
 
     // Before the setup, a role cannot make the streams it needs.
     let early = tokio::time::timeout(Duration::from_secs(5), Infra::open(&worker.client, 1)).await;
@@ -323,11 +324,25 @@ async fn each_role_does_its_part_and_nothing_else() {
     boss.refused_publish(&subjects::result("s1", "t1")).await;
 
     // Approvals and answers: only the boss writes them (its desk); workers
-    // and clients ask it, each under its own name only.
-    for c in [&worker, &client, &manager] {
+    // and the approver ask it, each under its own name only, and the client
+    // that submits missions cannot approve at all (not its own shell calls,
+    // not anyone's).
+    for c in [&worker, &client, &manager, &approver] {
         c.refused_publish("$KV.approvals.a1").await;
         c.refused_publish("$KV.inputs.s1.t1").await;
     }
+    client
+        .refused_publish(&subjects::desk("client", "decide"))
+        .await;
+    client
+        .refused_publish(&subjects::desk("approver", "decide"))
+        .await;
+    approver
+        .refused_publish(&subjects::desk("client", "decide"))
+        .await;
+    approver
+        .refused_publish(&subjects::desk("approver", "ask_approval"))
+        .await;
     worker
         .refused_publish(&subjects::desk("worker", "decide"))
         .await;
@@ -354,10 +369,10 @@ async fn each_role_does_its_part_and_nothing_else() {
     // The desk's subjects reach the boss.
     let mut desk = boss.client.subscribe(subjects::DESK_FILTER).await.unwrap();
     boss.client.flush().await.unwrap();
-    client
+    approver
         .client
         .publish(
-            subjects::desk("client", "decide"),
+            subjects::desk("approver", "decide"),
             Bytes::from_static(b"{}"),
         )
         .await
@@ -370,13 +385,23 @@ async fn each_role_does_its_part_and_nothing_else() {
         )
         .await
         .unwrap();
-    for want in ["swarm.desk.client.decide", "swarm.desk.worker.ask_approval"] {
-        let got = tokio::time::timeout(Duration::from_secs(5), desk.next())
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let msg = tokio::time::timeout(Duration::from_secs(5), desk.next())
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(got.subject.as_str(), want);
+        got.push(msg.subject.to_string());
     }
+    // Two connections: either may arrive first.
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "swarm.desk.approver.decide",
+            "swarm.desk.worker.ask_approval"
+        ]
+    );
 
     // Assignments (and their tokens) are for the manager and the pool's
     // workers: a client can neither read them nor another user's replies.

@@ -73,10 +73,20 @@ async fn approvals_are_decided_by_people_or_expire() {
         async move { a.approve(request("yes1")).await }
     });
     pending(&nc, "yes1").await;
+    // Only an approver's user decides: a worker cannot approve the call it
+    // waits on, even through the desk.
+    let forged = swarm_cli::client::decide_as(&nc, "worker", "yes1", true, "mallory", None)
+        .await
+        .unwrap_err();
+    assert!(
+        forged.to_string().contains("worker may not decide"),
+        "{forged}"
+    );
     let decided = swarm_cli::client::decide(&nc, "yes1", true, "alice", None)
         .await
         .unwrap();
     assert_eq!(decided.status, ApprovalStatus::Approved);
+    assert_eq!(decided.decided_by.as_deref(), Some("alice (client)"));
     assert_eq!(waiting.await.unwrap(), ApprovalDecision::Approved);
     // Decided once: a second decision is refused.
     let again = swarm_cli::client::decide(&nc, "yes1", false, "bob", None)
