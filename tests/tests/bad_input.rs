@@ -246,10 +246,10 @@ async fn the_same_mission_id_makes_one_swarm() {
         mission_id: Some("order-7".into()),
         ..MissionRequest::text("Compute 3 * 3")
     };
-    let first = swarm_cli::client::submit(&nc, &request, Duration::from_secs(10))
+    let first = swarm_client::client::submit(&nc, &request, Duration::from_secs(10))
         .await
         .unwrap();
-    let second = swarm_cli::client::submit(&nc, &request, Duration::from_secs(10))
+    let second = swarm_client::client::submit(&nc, &request, Duration::from_secs(10))
         .await
         .unwrap();
     assert_eq!(first.swarm_id, second.swarm_id);
@@ -257,7 +257,7 @@ async fn the_same_mission_id_makes_one_swarm() {
     assert!(!first.duplicate);
     assert!(second.duplicate);
     common::final_report(&cluster, &nc, &first.swarm_id, 60).await;
-    let third = swarm_cli::client::submit(&nc, &request, Duration::from_secs(10))
+    let third = swarm_client::client::submit(&nc, &request, Duration::from_secs(10))
         .await
         .unwrap();
     assert!(third.duplicate && third.swarm_id == first.swarm_id);
