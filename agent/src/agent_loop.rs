@@ -40,6 +40,8 @@ use crate::prompt::render_task_message;
 use crate::provider::{
     ChatMessage, CompletionRequest, Provider, ProviderError, TOOL_ERROR_PREFIX, ToolCall, Usage,
 };
+use crate::task::{AgentTask, ExplicitCall};
+use crate::text::shorten;
 use crate::tools::{ToolAnnotations, ToolContext, ToolError, ToolRegistry, ToolSpec};
 
 /// A step's observation is cut to this many bytes; results are not.
@@ -48,40 +50,6 @@ pub const MAX_OBSERVATION_BYTES: usize = 2048;
 /// What `AgentOutcome::provider` says when an explicit tool call ran with no
 /// provider involved.
 pub const EXPLICIT_PROVIDER: &str = "explicit";
-
-/// The result of a task this one depends on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ContextItem {
-    /// The dependency.
-    pub task_id: String,
-    /// Its title.
-    pub title: String,
-    /// Its accepted result.
-    pub result: String,
-}
-
-/// A task as the agent loop sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AgentTask {
-    /// The task.
-    pub task_id: String,
-    /// Its title.
-    pub title: String,
-    /// What to do: prose, or an explicit tool call
-    /// `{"tool": "<name>", "arguments": {...}}`.
-    pub description: String,
-    /// The persona to play: its prompt, role and allowed tools.
-    pub persona: WorkerDeploymentPlan,
-    /// Results of the dependencies.
-    pub context: Vec<ContextItem>,
-    /// Reviewer feedback on earlier versions, oldest first.
-    pub feedback: Vec<String>,
-    /// Most provider calls.
-    pub max_steps: u32,
-    /// The largest result the manager accepts (for the provider's guidance;
-    /// the loop does not cut results).
-    pub max_result_bytes: usize,
-}
 
 /// How a task went.
 #[derive(Debug, Clone, PartialEq)]
@@ -102,54 +70,9 @@ pub struct AgentOutcome {
     pub provider: String,
 }
 
-/// A task description that names a tool and its arguments directly.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ExplicitCall {
-    /// The tool.
-    pub tool: String,
-    /// Its arguments (an empty object when the description gives none).
-    pub arguments: serde_json::Value,
-}
-
-impl ExplicitCall {
-    /// Reads `{"tool": "<name>", "arguments": {...}}` (arguments optional, no
-    /// other keys). Anything else is not an explicit call.
-    pub fn parse(text: &str) -> Option<ExplicitCall> {
-        let text = text.trim();
-        if !text.starts_with('{') {
-            return None;
-        }
-        let serde_json::Value::Object(map) = serde_json::from_str(text).ok()? else {
-            return None;
-        };
-        if map.keys().any(|k| k != "tool" && k != "arguments") {
-            return None;
-        }
-        let tool = map.get("tool")?.as_str()?.to_string();
-        let arguments = map
-            .get("arguments")
-            .cloned()
-            .unwrap_or_else(|| serde_json::Value::Object(serde_json::Map::new()));
-        Some(ExplicitCall { tool, arguments })
-    }
-}
-
 /// Whether the persona may call `tool`: any tool when its list is empty.
 fn allowed(persona: &WorkerDeploymentPlan, tool: &str) -> bool {
     persona.tools.is_empty() || persona.tools.iter().any(|t| t == tool)
-}
-
-/// `text` cut to at most `max` bytes on a character boundary, with a note of
-/// the full size when cut.
-pub(crate) fn shorten(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… [{} bytes in all]", &text[..end], text.len())
 }
 
 fn system_prompt(persona: &WorkerDeploymentPlan) -> String {

@@ -25,7 +25,7 @@
 //! **Command gates** run a program only when this process allows it
 //! ([`CommandPolicy`]: none by default, or a list of programs), with the
 //! minimal environment and the limits of every child process
-//! ([`crate::tools::shell`]), in the worker's workspace or, on a manager, in
+//! (`crate::command`), in the worker's workspace or, on a manager, in
 //! a temporary folder made for the check.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Digest;
 use swarm_common::Limits;
 
-use crate::tools::shell::run_command;
+use crate::command::run_command;
 
 /// The most bytes of a command gate's stderr quoted in its reason.
 const MAX_REASON_BYTES: usize = 2048;
@@ -120,7 +120,7 @@ impl CommandPolicy {
             CommandPolicy::Allow(programs) if programs.contains(program) => None,
             CommandPolicy::Allow(programs) => Some(format!(
                 "program {:?} is not on this process's command-gate allow-list ({}); it was not run",
-                crate::agent_loop::shorten(program, 80),
+                crate::text::shorten(program, 80),
                 programs.iter().cloned().collect::<Vec<_>>().join(", ")
             )),
         }
@@ -411,7 +411,7 @@ impl JsonSchemaGate {
                     .map_err(|e| {
                         format!(
                             "invalid schema: {}",
-                            crate::agent_loop::shorten(&e.to_string(), 300)
+                            crate::text::shorten(&e.to_string(), 300)
                         )
                     })
             },
@@ -511,7 +511,7 @@ impl RegexGate {
                     .map_err(|e| {
                         format!(
                             "invalid pattern: {}",
-                            crate::agent_loop::shorten(&e.to_string(), 300)
+                            crate::text::shorten(&e.to_string(), 300)
                         )
                     })
             },
@@ -553,7 +553,7 @@ impl Gate for RegexGate {
                 )),
                 (Some(m), true) => GateCheck::fail(format!(
                     "the output contains {:?}, which the pattern /{pattern}/ forbids{what}",
-                    crate::agent_loop::shorten(m.as_str(), 200),
+                    crate::text::shorten(m.as_str(), 200),
                 )),
                 _ => GateCheck::pass(),
             }
@@ -810,7 +810,7 @@ impl Gate for SqlGate {
 
 /// An external command judges the output: it reads it on stdin, exits 0 to
 /// pass, and explains a failure on stderr. It runs like every child process
-/// ([`crate::tools::shell`]): a minimal environment, its own process group,
+/// (`crate::command`): a minimal environment, its own process group,
 /// killed after `timeout`.
 #[derive(Debug, Clone)]
 pub struct CommandGate {

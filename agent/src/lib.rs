@@ -3,14 +3,18 @@
 //!
 //! - [`tools`]: the [`Tool`] trait, the built-in read-only tools
 //!   and the [`ToolRegistry`] that offers them.
-//! - [`provider`]: the [`Provider`] trait every model
-//!   backend implements, and the [`OfflineProvider`],
-//!   a deterministic rule-based agent that needs no network and says so.
+//! - [`chat`]: the [`Provider`] trait every model backend implements, and
+//!   the conversation it answers.
+//! - [`provider`]: the HTTP backends, and [`ProviderConfig`], which picks
+//!   one (or the offline provider).
+//! - [`offline`]: the [`OfflineProvider`] and [`offline_plan`], a
+//!   deterministic rule-based stand-in for a model that needs no network
+//!   and says so.
+//! - [`task`]: a task as the agent sees it ([`AgentTask`]).
 //! - [`agent_loop`]: [`run_task`], the loop that asks a
 //!   provider for the next action, runs tool calls and returns an outcome.
-//! - [`planner`]: [`offline_plan`], which turns a
-//!   mission's text into a task graph without a model, and
-//!   [`plan_with_provider`], which asks a model for one.
+//! - [`planner`]: asking a model to turn a mission into a task graph
+//!   ([`planner::plan_with_provider`]).
 //! - [`gates`]: checks a result must pass, and [`budget`]: the token and
 //!   cost bounds of a mission.
 //! - [`review`]: a model reviewing a result for the manager, and writing
@@ -20,23 +24,26 @@
 
 pub mod agent_loop;
 pub mod budget;
+pub mod chat;
+mod command;
 pub mod gates;
-mod intent;
+pub mod offline;
 pub mod planner;
 mod prompt;
 pub mod provider;
 pub mod review;
+pub mod task;
+mod text;
 pub mod tools;
 
 pub use agent_loop::{
-    AgentEvent, AgentOutcome, AgentRun, AgentTask, ContextItem, ExplicitCall, RunOptions,
-    SyntheticTools, answer_feedback, run_agent, run_task,
+    AgentEvent, AgentOutcome, AgentRun, RunOptions, SyntheticTools, answer_feedback, run_agent,
+    run_task,
 };
 pub use budget::Budget;
+pub use chat::{Provider, ProviderError};
 pub use gates::{BuildGate, Gate, GateChain, GateCheck, GateSpec};
-pub use planner::offline_plan;
-pub use provider::{
-    AnthropicProvider, OfflineProvider, OpenAiProvider, Provider, ProviderArgs, ProviderConfig,
-    ProviderError, ProviderKind,
-};
+pub use offline::{OfflineProvider, offline_plan};
+pub use provider::{AnthropicProvider, OpenAiProvider, ProviderArgs, ProviderConfig, ProviderKind};
+pub use task::{AgentTask, ContextItem, ExplicitCall};
 pub use tools::{Approver, Tool, ToolError, ToolRegistry, ToolSpec, ToolsConfig};

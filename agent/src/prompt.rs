@@ -16,7 +16,7 @@
 //! A section's text is kept exactly, so counting the words of an earlier
 //! result counts that result and nothing else.
 
-use crate::agent_loop::{AgentTask, ContextItem};
+use crate::task::{AgentTask, ContextItem};
 
 const OPEN: &str = "=== ";
 const CLOSE: &str = " ===";

@@ -10,8 +10,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use swarm_common::{ErrorBody, ErrorCode, TaskOutcome};
 
-use crate::agent_loop::shorten;
 use crate::provider::{ChatMessage, CompletionRequest, Provider, ProviderError, Usage};
+use crate::text::shorten;
 
 /// How many replies a review or a summary may take to be readable.
 const MAX_REPLIES: u32 = 3;

@@ -11,7 +11,7 @@ use std::hint::black_box;
 use swarm_bench::stats::per_call_us;
 
 use chrono::{TimeDelta, Utc};
-use swarm_boss::report::{ReportInput, render_html};
+use swarm_boss::{ReportInput, render_html};
 use swarm_common::{FinalReport, SwarmStatus, TaskOutcome, TaskStatus};
 
 /// A completed chain of `n` echo tasks, as the manager reports it.

@@ -82,7 +82,7 @@ async fn ping(blocks: usize) -> anyhow::Result<()> {
     .await?;
     // Killed when dropped, on an early error too.
     let exe = std::env::current_exe()?;
-    let _ponger = swarm_cli::local::ManagedProcess::spawn(
+    let _ponger = swarm_local::ManagedProcess::spawn(
         "ponger".to_string(),
         &exe,
         ["--pong", url.as_str()],

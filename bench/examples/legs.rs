@@ -91,7 +91,7 @@ async fn ping(blocks: usize) -> anyhow::Result<()> {
     let _pongers = WAYS
         .iter()
         .map(|way| {
-            swarm_cli::local::ManagedProcess::spawn(
+            swarm_local::ManagedProcess::spawn(
                 format!("ponger-{way}"),
                 &exe,
                 ["--pong", url.as_str(), way],

@@ -49,7 +49,7 @@ fn main() {
             let mut tasks = 0;
             for _ in 0..RUNS {
                 let started = Instant::now();
-                let plan = swarm_agent::planner::offline_plan(&mission, &tools);
+                let plan = swarm_agent::offline_plan(&mission, &tools);
                 best = best.min(started.elapsed());
                 tasks = plan.tasks.len();
             }

@@ -63,7 +63,7 @@ async fn ping(blocks: usize) -> anyhow::Result<()> {
     )
     .await?;
     // Killed when dropped, on an early error too.
-    let _ponger = swarm_cli::local::ManagedProcess::spawn(
+    let _ponger = swarm_local::ManagedProcess::spawn(
         "ponger",
         std::env::current_exe()?,
         ["--pong", url.as_str()],

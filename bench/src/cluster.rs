@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use futures::StreamExt;
-use swarm_cli::local::{LocalCluster, LocalOptions, NatsCpus};
 use swarm_common::{
     FinalReport,
     mission::{MissionRecord, MissionRequest, MissionStatus},
     subjects,
 };
+use swarm_local::{LocalCluster, LocalOptions, NatsCpus};
 use tokio::sync::oneshot;
 
 /// The dev nats-server configuration of this source tree.
@@ -290,7 +290,7 @@ impl<T> Mailbox<T> {
 
 /// Every `FinalReport` published on the cluster, by swarm id, received on a
 /// plain (core NATS) subscription: no consumer to create per swarm, and no
-/// replay of the swarm's progress messages as `swarm_cli::client::watch` does.
+/// replay of the swarm's progress messages as `swarm_client::client::watch` does.
 pub type Reports = Mailbox<Arrival>;
 
 /// Missions whose record the boss has closed (report rendered and stored,
@@ -443,7 +443,7 @@ impl BenchCluster {
         let early = named.as_deref().map(|id| self.reports.expect(id));
         let submitted = chrono::Utc::now();
         let start = Instant::now();
-        let reply = swarm_cli::client::submit(&self.client, request, timeout).await?;
+        let reply = swarm_client::client::submit(&self.client, request, timeout).await?;
         let swarm_id = reply.swarm_id;
         if let Some(named) = named
             && named != swarm_id

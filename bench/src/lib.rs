@@ -116,11 +116,11 @@ pub struct Args {
     /// the harness may use, at least one, when there are two or more),
     /// `shared` (any, beside the roles) or a list such as `1` or `2,3`.
     #[arg(long, default_value = "own")]
-    pub nats_cpus: swarm_cli::local::NatsCpus,
+    pub nats_cpus: swarm_local::NatsCpus,
     /// With `--against`: B's nats-server on these CPUs instead (to compare
     /// placements on the same binaries).
     #[arg(long, requires = "against")]
-    pub b_nats_cpus: Option<swarm_cli::local::NatsCpus>,
+    pub b_nats_cpus: Option<swarm_local::NatsCpus>,
     /// How latency runs follow each other: `settled` (each once the previous
     /// mission is closed, its report page stored), `back-to-back` (each as
     /// the previous report arrives, while the boss still works on its page),
@@ -210,10 +210,10 @@ impl Args {
 }
 
 /// `own (1)`: the setting and the CPUs it gives a server here.
-fn describe_cpus(cpus: &swarm_cli::local::NatsCpus) -> String {
+fn describe_cpus(cpus: &swarm_local::NatsCpus) -> String {
     match cpus.here() {
         // A list prints as the CPU numbers, comma-separated.
-        Some(list) => format!("{cpus} ({})", swarm_cli::local::NatsCpus::List(list)),
+        Some(list) => format!("{cpus} ({})", swarm_local::NatsCpus::List(list)),
         None => format!("{cpus} (any)"),
     }
 }

@@ -201,7 +201,7 @@ struct CpuUse {
 
 impl CpuUse {
     fn read(c: &BenchCluster) -> CpuUse {
-        let sum = |ps: &[swarm_cli::local::ManagedProcess]| {
+        let sum = |ps: &[swarm_local::ManagedProcess]| {
             ps.iter()
                 .filter_map(|p| p.pid())
                 .filter_map(cpu_seconds)
@@ -941,7 +941,7 @@ pub async fn growth(c: &BenchCluster, floor: &Floor, scale: &Scale) -> anyhow::R
             }
             Err(e) if n >= HUGE => {
                 let elapsed = started.elapsed();
-                let state = swarm_cli::client::state(&c.client, &swarm_id)
+                let state = swarm_client::client::state(&c.client, &swarm_id)
                     .await
                     .with_context(|| format!("after {e:#}"))?;
                 let done = state.map_or(0, |s| {
@@ -1029,7 +1029,7 @@ pub async fn memory(c: &BenchCluster, scale: &Scale) -> anyhow::Result<Table> {
         let replies: Vec<anyhow::Result<()>> = futures::stream::iter(0..add)
             .map(|_| async {
                 let req = plans::mission(&c.mission_id("idle"), "idle", plans::independent(10))?;
-                swarm_cli::client::submit(&c.client, &req, MISSION_TIMEOUT)
+                swarm_client::client::submit(&c.client, &req, MISSION_TIMEOUT)
                     .await
                     .map(|_| ())
             })
@@ -1105,7 +1105,7 @@ pub async fn failover(
         let req = plans::mission(&c.mission_id("failover"), "general", plans::chain(l))?;
         let swarm_id = swarm_common::mission::swarm_id_for(req.mission_id.as_deref());
         let report = c.reports.expect(&swarm_id);
-        swarm_cli::client::submit(&c.client, &req, MISSION_TIMEOUT).await?;
+        swarm_client::client::submit(&c.client, &req, MISSION_TIMEOUT).await?;
         swarms.push((swarm_id, report));
     }
     // Let every swarm get going, then kill the first manager.

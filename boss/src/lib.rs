@@ -8,13 +8,19 @@
 //! thread of its own at a lower CPU priority, with its own connection (see
 //! [`reports_thread`]). Planning and reports are durable consumers shared by
 //! the replicas, so any boss finishes what another began.
+//!
+//! The report page is public API: [`render_html`] turns a swarm's
+//! `FinalReport` ([`ReportInput`]) into the self-contained HTML page the
+//! boss stores (the report benchmark times it).
 
 pub mod desk;
 pub mod intake;
 pub mod planning;
 pub mod records;
-pub mod report;
+mod report;
 pub mod reports;
+
+pub use report::{ReportError, ReportInput, render_html};
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -112,7 +112,7 @@ impl Planner {
                         Err(e) => return self.fail(record, e).await,
                     }
                 }
-                None => swarm_agent::planner::offline_plan(&request.mission, &self.tool_names),
+                None => swarm_agent::offline_plan(&request.mission, &self.tool_names),
             },
         };
         if let Err(e) = validate_plan(&plan, &self.limits) {

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
-use swarm_boss::report::{ReportInput, render_html};
+use swarm_boss::{ReportInput, render_html};
 use swarm_common::{
     FinalReport, GateVerdict, SwarmDeploymentPlan, SwarmStatus, TaskOutcome, TaskStatus,
     WorkerDeploymentPlan,

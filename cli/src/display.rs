@@ -11,13 +11,12 @@ use std::io::IsTerminal as _;
 use chrono::{DateTime, Utc};
 use comfy_table::{Cell, ColumnConstraint, ContentArrangement, Row as TableRow, Table, presets};
 use serde::Serialize;
+use swarm_client::client::Update;
+use swarm_client::list::Row;
 use swarm_common::{
     FinalReport, SwarmState, TaskStatus, approval::ApprovalRecord, mission::MissionRecord,
     state::TaskState,
 };
-
-use crate::client::Update;
-use crate::list::Row;
 
 /// The width tables are laid out for when stdout is not a terminal.
 pub const PLAIN_WIDTH: u16 = 160;

@@ -1,13 +1,10 @@
-//! The `swarm` command-line client as a library: talking to a cluster
-//! ([`client`]), listing swarms cheaply ([`list`]), showing what it says
-//! ([`display`], [`progress`]), its exit codes ([`exit`]), the demo's
-//! workspace ([`demo`]), and the local cluster supervisor ([`local`]) that
-//! `swarm up`, `swarm demo` and the whole-system tests share.
+//! What the `swarm` command shows, as a library so that `tests/tables.rs`
+//! can snapshot it: progress lines, tables and report summaries
+//! ([`display`]) and the live view of a swarm being followed
+//! ([`progress`]).
+//!
+//! Talking to a cluster is `swarm_client`'s; running a local one is
+//! `swarm_local`'s. The command itself is `src/main.rs`.
 
-pub mod client;
-pub mod demo;
 pub mod display;
-pub mod exit;
-pub mod list;
-pub mod local;
 pub mod progress;

@@ -1,6 +1,8 @@
 //! The `swarm` command: submit missions and follow them, list, inspect and
 //! cancel swarms, fetch reports, and run a whole local cluster.
 
+mod demo;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -8,9 +10,10 @@ use anyhow::Context as _;
 use chrono::{DateTime, Utc};
 use clap::parser::ValueSource;
 use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
-use swarm_cli::exit::{self, Exit, fail};
+use swarm_cli::display;
 use swarm_cli::progress::Follow;
-use swarm_cli::{client, demo, display, list, local};
+use swarm_client::exit::{self, Exit, fail};
+use swarm_client::{client, list};
 use swarm_common::{
     FinalReport, SwarmDeploymentPlan, SwarmState, SwarmStatus, mission::MissionRequest,
 };
@@ -18,12 +21,23 @@ use swarm_runtime::{NatsArgs, config::DEFAULT_NATS_URL};
 
 /// Swarm: hierarchical swarms of AI agents on NATS.
 #[derive(Debug, Parser)]
-#[command(name = "swarm", version, about, after_help = exit::after_help())]
+#[command(name = "swarm", version, about, after_help = after_help())]
 struct Cli {
     #[command(flatten)]
     nats: NatsArgs,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `swarm --help`'s closing section: the exit codes.
+fn after_help() -> String {
+    let mut out = String::from(
+        "Exit codes (of `mission --wait`, `watch` and `demo`; other commands use 0, 1, 2 and 6):\n",
+    );
+    for e in Exit::ALL {
+        out.push_str(&format!("  {}  {}\n", e.code(), e.meaning()));
+    }
+    out
 }
 
 #[derive(Debug, Subcommand)]
@@ -187,7 +201,7 @@ struct ClusterArgs {
     /// may use, at least one, when there are two or more; the rest are the
     /// roles'), `shared` (any, beside the roles) or a list such as `3` or `2,3`.
     #[arg(long, default_value = "own")]
-    nats_cpus: local::NatsCpus,
+    nats_cpus: swarm_local::NatsCpus,
 }
 
 #[derive(Debug, clap::Args)]
@@ -204,8 +218,8 @@ fn options(
     data_dir: PathBuf,
     port: Option<u16>,
     workspace: &Path,
-) -> anyhow::Result<local::LocalOptions> {
-    let mut opts = local::LocalOptions::new(data_dir);
+) -> anyhow::Result<swarm_local::LocalOptions> {
+    let mut opts = swarm_local::LocalOptions::new(data_dir);
     opts.port = port;
     opts.bosses = args.bosses;
     opts.managers = args.managers;
@@ -544,7 +558,7 @@ async fn run(command: Command, conn: &Connection) -> anyhow::Result<Exit> {
                 Some(args.cluster.port.unwrap_or(4222)),
                 &args.workspace,
             )?;
-            let cluster = local::LocalCluster::start(opts).await?;
+            let cluster = swarm_local::LocalCluster::start(opts).await?;
             println!("Swarm is up at {}", cluster.url());
             println!("  logs:    {}", cluster.logs_dir().display());
             println!("  reports: {}", cluster.reports_dir().display());
@@ -610,7 +624,7 @@ async fn run_demo(args: &ClusterArgs) -> anyhow::Result<Exit> {
     let cwd = std::env::current_dir().context("the current directory")?;
     let setup = demo::prepare(&cwd, &data_dir)?;
     let opts = options(args, data_dir, args.port, &setup.workspace)?;
-    let cluster = local::LocalCluster::start(opts).await?;
+    let cluster = swarm_local::LocalCluster::start(opts).await?;
     println!(
         "local cluster up at {} (logs in {})",
         cluster.url(),
@@ -764,15 +778,24 @@ mod tests {
     }
 
     #[test]
+    fn help_documents_every_exit_code() {
+        let help = after_help();
+        for e in Exit::ALL {
+            let line = format!("  {}  {}", e.code(), e.meaning());
+            assert!(help.contains(&line), "{line:?} missing from the help");
+        }
+    }
+
+    #[test]
     fn a_local_server_gets_cpus_of_its_own_unless_told_otherwise() {
-        assert_eq!(up_args(&[]).unwrap().nats_cpus, local::NatsCpus::Own);
+        assert_eq!(up_args(&[]).unwrap().nats_cpus, swarm_local::NatsCpus::Own);
         assert_eq!(
             up_args(&["--nats-cpus", "shared"]).unwrap().nats_cpus,
-            local::NatsCpus::Shared
+            swarm_local::NatsCpus::Shared
         );
         assert_eq!(
             up_args(&["--nats-cpus", "2,3"]).unwrap().nats_cpus,
-            local::NatsCpus::List(vec![2, 3])
+            swarm_local::NatsCpus::List(vec![2, 3])
         );
         let err = up_args(&["--nats-cpus", "half"]).unwrap_err().to_string();
         assert!(err.contains("`shared`, `own` or a list"), "{err}");

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use swarm_client::client::Update;
 use swarm_common::{SwarmState, TaskStatus};
 
-use crate::client::Update;
 use crate::display;
 
 /// The most the bar's message says; `{wide_msg}` cuts it further to the

@@ -7,7 +7,8 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
-use swarm_cli::{display, list};
+use swarm_cli::display;
+use swarm_client::list;
 use swarm_common::{Limits, SwarmState, SwarmStatus, mission::MissionRecord};
 
 fn at(s: &str) -> DateTime<Utc> {

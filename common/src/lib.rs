@@ -26,7 +26,7 @@ pub use codec::{Codec, CodecError};
 pub use error::{ErrorBody, ErrorCode};
 pub use limits::Limits;
 pub use messages::*;
-pub use state::{SwarmState, SwarmStatus, TaskState};
+pub use state::{SwarmState, TaskState};
 
 /// The A2AP protocol version this build speaks and writes into every envelope.
 pub const PROTOCOL_VERSION: &str = "1.0";

@@ -14,7 +14,6 @@ use crate::codec::{Codec, CodecError};
 use crate::error::{ErrorBody, ErrorCode};
 use crate::gates::GateSpec;
 use crate::limits::Limits;
-use crate::state::SwarmStatus;
 
 /// The kind of an A2AP message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -873,6 +872,28 @@ pub struct TaskOutcome {
     /// The provider that produced the accepted result.
     #[serde(default)]
     pub provider: String,
+}
+
+/// How a swarm stands; in the final report, how it went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SwarmStatus {
+    /// Tasks are being worked on.
+    Running,
+    /// Every task completed.
+    Completed,
+    /// At least one task failed (its dependents were cancelled).
+    Failed,
+    /// A person or client cancelled the swarm.
+    Cancelled,
+    /// The swarm's deadline passed.
+    TimedOut,
+}
+
+impl SwarmStatus {
+    /// Whether the swarm has ended.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, SwarmStatus::Running)
+    }
 }
 
 /// A manager's one report for a finished swarm.

@@ -7,8 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::codec::{self, Codec};
 use crate::error::{ErrorBody, ErrorCode};
 use crate::limits::Limits;
-use crate::messages::SwarmDeploymentPlan;
-use crate::state::SwarmStatus;
+use crate::messages::{SwarmDeploymentPlan, SwarmStatus};
 
 /// A mission as JSON or MessagePack. Plain text is the same with only
 /// `mission` set.

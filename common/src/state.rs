@@ -1,35 +1,12 @@
 //! `SwarmState`: what the manager stores in the `swarms` bucket for a swarm.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::OnceLock;
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::limits::Limits;
-use crate::messages::{GateVerdict, TaskDefinition, TaskStatus, WorkerDeploymentPlan};
-
-/// How a swarm stands; in the final report, how it went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum SwarmStatus {
-    /// Tasks are being worked on.
-    Running,
-    /// Every task completed.
-    Completed,
-    /// At least one task failed (its dependents were cancelled).
-    Failed,
-    /// A person or client cancelled the swarm.
-    Cancelled,
-    /// The swarm's deadline passed.
-    TimedOut,
-}
-
-impl SwarmStatus {
-    /// Whether the swarm has ended.
-    pub fn is_terminal(self) -> bool {
-        !matches!(self, SwarmStatus::Running)
-    }
-}
+use crate::messages::{GateVerdict, SwarmStatus, TaskDefinition, TaskStatus, WorkerDeploymentPlan};
 
 /// One task of a swarm, as the manager tracks it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -138,105 +115,13 @@ pub struct SwarmState {
     /// Whether the final report has been published (it is published once).
     #[serde(default)]
     pub report_published: bool,
-    /// Lookups over `tasks`, built on first use; never stored.
-    #[serde(skip)]
-    pub index: TaskIndex,
-}
-
-/// Lookups over a state's tasks, so that applying one event costs the same
-/// in a mission of 10 tasks as in one of 10,000: a task's position by id,
-/// the tasks that depend on each, and per task how many of its leading
-/// dependencies are known to have completed. Built on first use from the
-/// tasks (which are fixed once a swarm is deployed) and never stored; it is
-/// not part of the state's value, so two states that differ only here are equal.
-#[derive(Debug, Clone, Default)]
-pub struct TaskIndex {
-    positions: OnceLock<HashMap<String, usize>>,
-    dependents: OnceLock<Vec<Vec<usize>>>,
-    /// Per task: its first dependencies, up to here, are known completed.
-    /// Completion is final, so this only moves forward.
-    settled: Vec<usize>,
-}
-
-impl PartialEq for TaskIndex {
-    fn eq(&self, _: &TaskIndex) -> bool {
-        true
-    }
-}
-
-impl TaskIndex {
-    /// Where the task `task_id` sits in `tasks`.
-    pub fn position(&self, tasks: &[TaskState], task_id: &str) -> Option<usize> {
-        let positions = self.positions.get_or_init(|| {
-            tasks
-                .iter()
-                .enumerate()
-                .map(|(i, t)| (t.definition.task_id.clone(), i))
-                .collect()
-        });
-        match positions.get(task_id) {
-            Some(&i)
-                if tasks
-                    .get(i)
-                    .is_some_and(|t| t.definition.task_id == task_id) =>
-            {
-                Some(i)
-            }
-            // Built before the tasks were all there: look the slow way.
-            _ if positions.len() != tasks.len() => {
-                tasks.iter().position(|t| t.definition.task_id == task_id)
-            }
-            _ => None,
-        }
-    }
-
-    /// The positions of the tasks that depend on the task at `i`.
-    pub fn dependents(&self, tasks: &[TaskState], i: usize) -> &[usize] {
-        let all = self.dependents.get_or_init(|| {
-            let mut all = vec![Vec::new(); tasks.len()];
-            for (j, t) in tasks.iter().enumerate() {
-                for d in &t.definition.dependencies {
-                    if let Some(k) = self.position(tasks, d) {
-                        all[k].push(j);
-                    }
-                }
-            }
-            all
-        });
-        all.get(i).map_or(&[], Vec::as_slice)
-    }
-
-    /// Whether every dependency of the task at `i` has completed. Each
-    /// dependency is looked at until it has completed, then never again.
-    pub fn dependencies_done(&mut self, tasks: &[TaskState], i: usize) -> bool {
-        if self.settled.len() != tasks.len() {
-            self.settled = vec![0; tasks.len()];
-        }
-        let deps = &tasks[i].definition.dependencies;
-        let mut at = self.settled[i];
-        while at < deps.len() {
-            let done = self
-                .position(tasks, &deps[at])
-                .is_some_and(|k| tasks[k].status == TaskStatus::Completed);
-            if !done {
-                break;
-            }
-            at += 1;
-        }
-        self.settled[i] = at;
-        at == deps.len()
-    }
 }
 
 impl SwarmState {
-    /// The task with this id.
+    /// The task with this id, looked for in `tasks` one by one. (The manager,
+    /// which looks tasks up for every event, keeps an index over them.)
     pub fn task(&self, task_id: &str) -> Option<&TaskState> {
-        self.position(task_id).map(|i| &self.tasks[i])
-    }
-
-    /// Where the task with this id sits in `tasks`.
-    pub fn position(&self, task_id: &str) -> Option<usize> {
-        self.index.position(&self.tasks, task_id)
+        self.tasks.iter().find(|t| t.definition.task_id == task_id)
     }
 
     /// How many tasks are in each status.

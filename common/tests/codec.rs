@@ -307,7 +307,6 @@ fn swarm_state() -> SwarmState {
         metrics: metrics(&[("attempts", 2.0), ("gate_failures", 1.0)]),
         last_manager: "manager-2".into(),
         report_published: true,
-        index: Default::default(),
     }
 }
 
@@ -697,29 +696,4 @@ proptest! {
             ));
         }
     }
-}
-
-#[test]
-fn a_states_task_lookups_survive_tasks_added_after_the_first_lookup() {
-    let mut state = swarm_state();
-    let first = state.tasks[0].definition.task_id.clone();
-    assert_eq!(state.position(&first), Some(0));
-    let mut second = state.tasks[0].clone();
-    second.definition.task_id = "added".into();
-    second.definition.dependencies = vec![first.clone()];
-    state.tasks.push(second);
-    assert_eq!(state.position("added"), Some(1));
-    assert_eq!(
-        state.task(&first).map(|t| t.status),
-        Some(TaskStatus::Completed)
-    );
-    assert!(state.position("missing").is_none());
-    // The index is a cache: a copy read back equals the state, and builds its own.
-    let back: SwarmState = Codec::MsgPack
-        .decode(&Codec::MsgPack.encode(&state).unwrap())
-        .unwrap();
-    assert_eq!(back, state);
-    assert_eq!(back.index.dependents(&back.tasks, 0), &[1]);
-    let mut back = back;
-    assert!(back.index.dependencies_done(&back.tasks.clone(), 1));
 }

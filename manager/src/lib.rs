@@ -3,9 +3,11 @@
 //! result through quality gates, asks for revisions, and publishes exactly
 //! one `FinalReport` per swarm.
 //!
-//! [`machine`] holds every decision as a pure function; [`service`] is the
-//! NATS layer around it; [`report`] builds the final report.
+//! [`machine`] holds every decision as a pure function, on a swarm's state
+//! and the [`index`] over its tasks; [`service`] is the NATS layer around
+//! it; [`report`] builds the final report.
 
+pub mod index;
 pub mod machine;
 pub mod poison;
 pub mod report;

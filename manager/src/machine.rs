@@ -16,6 +16,8 @@ use swarm_common::{
     validate::{expand_tasks, priorities, validate_plan},
 };
 
+use crate::index::Indexed;
+
 /// Something that happened to a swarm.
 #[derive(Debug, Clone)]
 pub enum Event {
@@ -92,8 +94,8 @@ pub fn deploy(
     d: &SwarmDeployment,
     seq: u64,
     now: DateTime<Utc>,
-) -> (SwarmState, Vec<Command>) {
-    let mut state = SwarmState {
+) -> (Indexed, Vec<Command>) {
+    let mut state = Indexed::new(SwarmState {
         swarm_id: swarm_id.to_string(),
         mission: d.mission.clone(),
         mission_id: d.mission_id.clone(),
@@ -113,8 +115,7 @@ pub fn deploy(
         metrics: Default::default(),
         last_manager: String::new(),
         report_published: false,
-        index: Default::default(),
-    };
+    });
     let checked = validate_plan(&d.plan, &d.limits).and_then(|()| {
         let tasks = expand_tasks(&d.plan).into_owned();
         let prio = priorities(&tasks)?;
@@ -165,7 +166,7 @@ pub fn deploy(
 }
 
 /// Applies one event.
-pub fn apply(state: &mut SwarmState, seq: u64, event: &Event, now: DateTime<Utc>) -> Applied {
+pub fn apply(state: &mut Indexed, seq: u64, event: &Event, now: DateTime<Utc>) -> Applied {
     if state.status.is_terminal() {
         // Late results and repeated cancels change nothing; the report may
         // still be owed if it was not yet published.
@@ -251,7 +252,7 @@ pub fn apply(state: &mut SwarmState, seq: u64, event: &Event, now: DateTime<Utc>
 
 /// Whether a worker's event concerns a later attempt or revision of an
 /// unfinished task than the state records (see [`Applied::ahead`]).
-fn is_ahead(state: &SwarmState, event: &Event) -> bool {
+fn is_ahead(state: &Indexed, event: &Event) -> bool {
     let (task_id, attempt, revision) = match event {
         Event::Result { submission, .. } => (
             &submission.task_id,
@@ -265,7 +266,7 @@ fn is_ahead(state: &SwarmState, event: &Event) -> bool {
         } => (task_id, *attempt, None),
         _ => return false,
     };
-    let Some(task) = state.position(task_id).map(|i| &state.tasks[i]) else {
+    let Some(task) = state.task(task_id) else {
         return false;
     };
     !task.status.is_terminal()
@@ -289,7 +290,7 @@ fn end_early(state: &mut SwarmState, status: SwarmStatus, why: String, now: Date
 /// not finished (deduplicated by their ids when re-sent), and the report of
 /// an ended swarm not yet published. Used after a redelivery, when the
 /// process that stored the state may have died before acting on it.
-pub fn outstanding(state: &SwarmState) -> Vec<Command> {
+pub fn outstanding(state: &Indexed) -> Vec<Command> {
     if state.status.is_terminal() {
         return if state.report_published {
             Vec::new()
@@ -354,7 +355,7 @@ pub fn review(
 }
 
 fn on_result(
-    state: &mut SwarmState,
+    state: &mut Indexed,
     seq: u64,
     sub: &ResultSubmission,
     review: &[GateVerdict],
@@ -443,7 +444,7 @@ fn on_result(
 /// reason as feedback, within the task's limits; then the task fails with
 /// the reason and its dependents are cancelled.
 fn fail_or_revise(
-    state: &mut SwarmState,
+    state: &mut Indexed,
     i: usize,
     error: &ErrorBody,
     now: DateTime<Utc>,
@@ -470,7 +471,7 @@ fn fail_or_revise(
 }
 
 fn on_task_error(
-    state: &mut SwarmState,
+    state: &mut Indexed,
     task_id: &str,
     attempt: Option<u32>,
     error: &ErrorBody,
@@ -489,7 +490,7 @@ fn on_task_error(
 }
 
 fn fail_or_retry(
-    state: &mut SwarmState,
+    state: &mut Indexed,
     i: usize,
     error: &ErrorBody,
     max_attempts: u32,
@@ -548,7 +549,7 @@ fn cascade_cancel(state: &mut SwarmState, now: DateTime<Utc>) {
 
 /// Assigns every pending task whose dependencies all completed, highest
 /// priority first: a new swarm's first tasks.
-fn assign_ready(state: &mut SwarmState, now: DateTime<Utc>, commands: &mut Vec<Command>) {
+fn assign_ready(state: &mut Indexed, now: DateTime<Utc>, commands: &mut Vec<Command>) {
     let pending: Vec<usize> = (0..state.tasks.len())
         .filter(|&i| state.tasks[i].status == TaskStatus::Pending)
         .collect();
@@ -559,12 +560,12 @@ fn assign_ready(state: &mut SwarmState, now: DateTime<Utc>, commands: &mut Vec<C
 /// to wait for: only they can have become ready, so a result costs the same
 /// however many tasks the swarm has.
 fn assign_dependents(
-    state: &mut SwarmState,
+    state: &mut Indexed,
     done: usize,
     now: DateTime<Utc>,
     commands: &mut Vec<Command>,
 ) {
-    let dependents = state.index.dependents(&state.tasks, done).to_vec();
+    let dependents = state.dependents(done).to_vec();
     let pending = dependents
         .into_iter()
         .filter(|&i| state.tasks[i].status == TaskStatus::Pending)
@@ -575,14 +576,14 @@ fn assign_dependents(
 /// Assigns those of `candidates` whose dependencies have all completed,
 /// highest priority first.
 fn assign_if_ready(
-    state: &mut SwarmState,
+    state: &mut Indexed,
     candidates: Vec<usize>,
     now: DateTime<Utc>,
     commands: &mut Vec<Command>,
 ) {
     let mut ready: Vec<usize> = candidates
         .into_iter()
-        .filter(|&i| state.index.dependencies_done(&state.tasks, i))
+        .filter(|&i| state.dependencies_done(i))
         .collect();
     ready.sort_by_key(|&i| (std::cmp::Reverse(state.tasks[i].priority), i));
     ready.dedup();
@@ -613,7 +614,7 @@ fn finish_if_done(state: &mut SwarmState, now: DateTime<Utc>, commands: &mut Vec
     commands.push(Command::Finalize);
 }
 
-fn assignment(state: &SwarmState, t: &TaskState) -> Command {
+fn assignment(state: &Indexed, t: &TaskState) -> Command {
     let persona = state
         .workers
         .iter()

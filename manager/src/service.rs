@@ -65,6 +65,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
+use crate::index::Indexed;
 use crate::machine::{self, Command, Event};
 use crate::token::TokenKey;
 use swarm_agent::gates::{GateChain, GateOptions};
@@ -345,7 +346,7 @@ async fn reject(ctx: &Ctx, msg: &jetstream::Message, reason: ErrorBody) {
 
 /// The cached state of one swarm and the KV revision it was read at.
 struct Cached {
-    state: SwarmState,
+    state: Indexed,
     /// The revision last stored (the state may be ahead of it: `dirty`).
     revision: u64,
     /// The state holds applied events not yet stored (a deferred write).
@@ -369,7 +370,7 @@ static GENERATIONS: AtomicU64 = AtomicU64::new(1);
 
 impl Cached {
     /// A state as read from (or first written to) the bucket.
-    fn read(state: SwarmState, revision: u64) -> Cached {
+    fn read(state: Indexed, revision: u64) -> Cached {
         Cached {
             state,
             revision,
@@ -849,7 +850,7 @@ async fn load(ctx: &Ctx, swarm_id: &str) -> anyhow::Result<Option<Cached>> {
             let state: SwarmState = Codec::MsgPack
                 .decode(&e.value)
                 .context("decoding stored swarm state")?;
-            Ok(Some(Cached::read(state, e.revision)))
+            Ok(Some(Cached::read(Indexed::new(state), e.revision)))
         }
         _ => Ok(None),
     }
@@ -1339,8 +1340,7 @@ async fn apply_batch(
         }
         let (mut assigns, finalize) = split(commands);
         let mut sent = false;
-        let keep = |state: SwarmState, revision: u64, dirty: bool, posted: Posted| match generation
-        {
+        let keep = |state: Indexed, revision: u64, dirty: bool, posted: Posted| match generation {
             Some(generation) => Cached {
                 state,
                 revision,

@@ -7,6 +7,7 @@ use swarm_common::{
     ErrorBody, ErrorCode, Limits, ResultSubmission, SwarmDeployment, SwarmDeploymentPlan,
     SwarmState, SwarmStatus, TaskDefinition, TaskStatus, WorkerDeploymentPlan,
 };
+use swarm_manager::index::Indexed;
 use swarm_manager::machine::{self, Command, Event};
 
 fn now() -> chrono::DateTime<Utc> {
@@ -83,7 +84,7 @@ fn result(task_id: &str, attempt: u32, revision: u32, text: &str) -> ResultSubmi
     }
 }
 
-fn submit(state: &mut SwarmState, seq: u64, r: ResultSubmission) -> machine::Applied {
+fn submit(state: &mut Indexed, seq: u64, r: ResultSubmission) -> machine::Applied {
     machine::apply(
         state,
         seq,
@@ -456,9 +457,10 @@ fn a_wide_fan_in_assigns_its_last_task_once_every_dependency_is_done() {
     assert_eq!(status(&s, "join"), TaskStatus::Assigned);
     // A state read back from storage has no index yet and builds its own.
     let stored: SwarmState = swarm_common::Codec::MsgPack
-        .decode(&swarm_common::Codec::MsgPack.encode(&s).unwrap())
+        .decode(&swarm_common::Codec::MsgPack.encode(&s.state).unwrap())
         .unwrap();
-    assert_eq!(stored, s);
+    assert_eq!(stored, s.state);
+    let stored = Indexed::new(stored);
     assert_eq!(stored.task("w1999").unwrap().status, TaskStatus::Completed);
     let out = submit(&mut s, 99_999, result("join", 1, 0, "joined"));
     assert_eq!(out.commands, vec![Command::Finalize]);
@@ -585,4 +587,27 @@ fn an_empty_result_is_not_accepted() {
     let out = submit(&mut s, 2, result("a", 1, 0, "  \n"));
     assert_eq!(assigned(&out.commands), vec![("a".into(), 1, 1)]);
     assert_eq!(status(&s, "a"), TaskStatus::Assigned);
+}
+
+#[test]
+fn task_lookups_survive_tasks_added_after_the_first_lookup() {
+    let (mut s, _) = machine::deploy("s1", &deployment(vec![task("a", &[])]), 1, now());
+    s.tasks[0].status = TaskStatus::Completed;
+    assert_eq!(s.position("a"), Some(0));
+    let mut second = s.tasks[0].clone();
+    second.definition.task_id = "added".into();
+    second.definition.dependencies = vec!["a".into()];
+    s.tasks.push(second);
+    assert_eq!(s.position("added"), Some(1));
+    assert_eq!(s.task("a").map(|t| t.status), Some(TaskStatus::Completed));
+    assert!(s.position("missing").is_none());
+    // The index is a cache: it is not part of the state's value, and a
+    // state read back builds its own.
+    let back: SwarmState = swarm_common::Codec::MsgPack
+        .decode(&swarm_common::Codec::MsgPack.encode(&s.state).unwrap())
+        .unwrap();
+    let mut back = Indexed::new(back);
+    assert_eq!(back, s);
+    assert_eq!(back.dependents(0), &[1]);
+    assert!(back.dependencies_done(1));
 }

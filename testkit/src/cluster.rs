@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use anyhow::Context;
-use swarm_cli::local::{LocalCluster, LocalOptions};
+use swarm_local::{LocalCluster, LocalOptions};
 
 use crate::nats::dev_nats_conf;
 use crate::scratch::Scratch;
@@ -75,7 +75,7 @@ fn binaries_stale(profile_dir: &Path) -> bool {
     };
     let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let mut dirs: Vec<PathBuf> = [
-        "common", "runtime", "agent", "boss", "manager", "worker", "cli",
+        "common", "runtime", "agent", "boss", "manager", "worker", "client", "local", "cli",
     ]
     .iter()
     .map(|c| root.join(c))

@@ -2,7 +2,7 @@
 //! whole-system clusters of the Swarm binaries ([`Cluster`]), each in its own
 //! temporary directory and killed on `Drop`.
 //!
-//! Process handling is `swarm_cli::local`'s, the same code `swarm up` runs.
+//! Process handling is `swarm_local`'s, the same code `swarm up` runs.
 //! Set `SWARM_KEEP_TEST_DIRS=1` to keep the temporary directories (stores and
 //! logs) for a look after the test; their paths are printed.
 
@@ -26,6 +26,4 @@ pub use nats_cluster::{
     NatsCluster, NatsNode, ROLES, ROUTE_PASSWORD, ROUTE_PASSWORD_VAR, ROUTE_USER, Role, free_port,
     http_get, prod_nats_dir, role, single_node_cluster_conf,
 };
-pub use swarm_cli::local::{
-    self, DEFAULT_POOL, LocalCluster, LocalOptions, ManagedProcess, NatsProcess,
-};
+pub use swarm_local::{DEFAULT_POOL, LocalCluster, LocalOptions, ManagedProcess, NatsProcess};

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use swarm_cli::local::{NatsProcess, nats_server_bin};
+use swarm_local::{NatsProcess, nats_server_bin};
 
 use crate::scratch::Scratch;
 

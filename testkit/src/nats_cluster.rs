@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use swarm_cli::local::{ManagedProcess, nats_server_bin};
+use swarm_local::{ManagedProcess, nats_server_bin};
 
 use crate::scratch::Scratch;
 

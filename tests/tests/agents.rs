@@ -13,7 +13,7 @@ mod common;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use swarm_cli::client::Update;
+use swarm_client::client::Update;
 use swarm_common::{FinalReport, SwarmStatus, TaskStatus};
 use swarm_testkit::{Cluster, Match, MockLlm, Recorded, Reply, Rule};
 
@@ -124,7 +124,7 @@ async fn report(
     nc: &async_nats::Client,
     id: &str,
 ) -> FinalReport {
-    match swarm_cli::client::watch(nc, id, WAIT, |_| {}).await {
+    match swarm_client::client::watch(nc, id, WAIT, |_| {}).await {
         Ok(r) => r,
         Err(e) => panic!(
             "{e:#}\n--- model requests ---\n{}\n{}",
@@ -217,7 +217,10 @@ async fn a_plan_that_fails_validation_is_corrected_on_the_next_reply() {
         asked[1].contains("\"teleport\""),
         "the refused reply is sent back"
     );
-    let record = swarm_cli::client::mission(&nc, &id).await.unwrap().unwrap();
+    let record = swarm_client::client::mission(&nc, &id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         record.plan.expect("the plan is recorded").planner,
         format!("openai:{MODEL}")
@@ -235,7 +238,7 @@ async fn a_plan_that_never_validates_fails_the_mission_with_a_clear_error() {
     let cluster = cluster(&llm, &[Roles::Boss], &[], ws.path()).await;
     let nc = cluster.client().await;
     let id = submit_json(&nc, &json!({"mission": "Plan something"})).await;
-    let err = swarm_cli::client::watch(&nc, &id, WAIT, |_| {})
+    let err = swarm_client::client::watch(&nc, &id, WAIT, |_| {})
         .await
         .expect_err("the mission fails before it starts");
     let text = format!("{err:#}");
@@ -657,7 +660,7 @@ async fn approval_where(
 ) -> swarm_common::approval::ApprovalRecord {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let listed = swarm_cli::client::approvals(nc, all).await.unwrap();
+        let listed = swarm_client::client::approvals(nc, all).await.unwrap();
         if let Some(r) = listed.into_iter().find(&found) {
             return r;
         }
@@ -737,12 +740,12 @@ async fn a_shell_call_waits_for_approval_and_a_denied_one_tells_the_model() {
         "{}",
         llm.describe_requests()
     );
-    swarm_cli::client::decide(&nc, &first.approval_id, true, "tester", None)
+    swarm_client::client::decide(&nc, &first.approval_id, true, "tester", None)
         .await
         .unwrap();
 
     let second = pending_approval(&nc, "ran-denied").await;
-    swarm_cli::client::decide(
+    swarm_client::client::decide(
         &nc,
         &second.approval_id,
         false,
@@ -822,7 +825,7 @@ async fn a_swarm_that_ends_closes_its_pending_approvals() {
     )
     .await;
     let pending = pending_approval(&nc, "never-run").await;
-    swarm_cli::client::cancel(&nc, &id, "changed plans")
+    swarm_client::client::cancel(&nc, &id, "changed plans")
         .await
         .unwrap();
     let cancelled = report(&cluster, &llm, &nc, &id).await;
@@ -833,7 +836,7 @@ async fn a_swarm_that_ends_closes_its_pending_approvals() {
         closed.reason.as_deref(),
         Some("the swarm was cancelled: changed plans")
     );
-    let refused = swarm_cli::client::decide(&nc, &pending.approval_id, true, "tester", None)
+    let refused = swarm_client::client::decide(&nc, &pending.approval_id, true, "tester", None)
         .await
         .unwrap_err();
     assert!(format!("{refused:#}").contains("Expired"), "{refused:#}");
@@ -897,7 +900,7 @@ async fn a_cancel_closes_the_question_a_task_waits_on() {
         question(false)
     })
     .await;
-    swarm_cli::client::cancel(&nc, &id, "no paint left")
+    swarm_client::client::cancel(&nc, &id, "no paint left")
         .await
         .unwrap();
     let closed = common::eventually(
@@ -945,7 +948,7 @@ async fn an_input_request_parks_the_task_until_a_person_answers() {
         let nc = nc.clone();
         let id = id.clone();
         tokio::spawn(async move {
-            swarm_cli::client::watch(&nc, &id, WAIT, move |u| {
+            swarm_client::client::watch(&nc, &id, WAIT, move |u| {
                 let _ = tx.send(u.clone());
             })
             .await
@@ -974,7 +977,7 @@ async fn an_input_request_parks_the_task_until_a_person_answers() {
         "the task waits without asking again"
     );
 
-    swarm_cli::client::answer(&nc, &id, "paint", "blue", "tester")
+    swarm_client::client::answer(&nc, &id, "paint", "blue", "tester")
         .await
         .unwrap();
     let report = watcher.await.unwrap().unwrap_or_else(|e| {

@@ -246,10 +246,10 @@ async fn the_same_mission_id_makes_one_swarm() {
         mission_id: Some("order-7".into()),
         ..MissionRequest::text("Compute 3 * 3")
     };
-    let first = swarm_cli::client::submit(&nc, &request, Duration::from_secs(10))
+    let first = swarm_client::client::submit(&nc, &request, Duration::from_secs(10))
         .await
         .unwrap();
-    let second = swarm_cli::client::submit(&nc, &request, Duration::from_secs(10))
+    let second = swarm_client::client::submit(&nc, &request, Duration::from_secs(10))
         .await
         .unwrap();
     assert_eq!(first.swarm_id, second.swarm_id);
@@ -257,7 +257,7 @@ async fn the_same_mission_id_makes_one_swarm() {
     assert!(!first.duplicate);
     assert!(second.duplicate);
     common::final_report(&cluster, &nc, &first.swarm_id, 60).await;
-    let third = swarm_cli::client::submit(&nc, &request, Duration::from_secs(10))
+    let third = swarm_client::client::submit(&nc, &request, Duration::from_secs(10))
         .await
         .unwrap();
     assert!(third.duplicate && third.swarm_id == first.swarm_id);
@@ -394,11 +394,20 @@ async fn a_forged_result_is_set_aside_and_the_task_is_unaffected() {
             letter.reason.message
         );
     }
-    let a = common::state(&nc, &swarm_id)
-        .await
-        .task("a")
-        .unwrap()
-        .clone();
+    // The first state write may be deferred a moment after the deployment.
+    let a = common::eventually(
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        "the swarm's state stored",
+        || async {
+            swarm_client::client::state(&nc, &swarm_id)
+                .await
+                .map_err(|e| e.to_string())?
+                .and_then(|s| s.task("a").cloned())
+                .ok_or_else(|| "not yet".to_string())
+        },
+    )
+    .await;
     assert_eq!(
         (a.status, a.attempt),
         (swarm_common::TaskStatus::Assigned, 1)

@@ -110,7 +110,7 @@ fn sleeping_mission(text: &str, ms: u64) -> MissionRequest {
 
 /// Waits until the boss has recorded the swarm's final report.
 async fn settled(nc: &async_nats::Client, swarm_id: &str) {
-    swarm_cli::client::wait_for_rendering(nc, swarm_id, Duration::from_secs(60))
+    swarm_client::client::wait_for_rendering(nc, swarm_id, Duration::from_secs(60))
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
 }
@@ -122,7 +122,7 @@ async fn running(nc: &async_nats::Client, swarm_id: &str) {
         Duration::from_millis(50),
         "the task started",
         || async {
-            match swarm_cli::client::state(nc, swarm_id).await.unwrap() {
+            match swarm_client::client::state(nc, swarm_id).await.unwrap() {
                 Some(s)
                     if s.tasks
                         .iter()
@@ -288,12 +288,12 @@ async fn list_pages_the_newest_swarms_filters_them_and_reads_little() {
 
     // A page of 5 reads one window at the end of the bucket's stream: not
     // the 62 swarms' records, and one state per row.
-    let query = swarm_cli::list::Query {
+    let query = swarm_client::list::Query {
         statuses: Vec::new(),
         since: None,
         limit: 5,
     };
-    let listing = swarm_cli::list::list(&nc, &query, chrono::Utc::now())
+    let listing = swarm_client::list::list(&nc, &query, chrono::Utc::now())
         .await
         .unwrap();
     let page: Vec<String> = listing.rows.iter().map(|r| r.swarm_id.clone()).collect();

@@ -139,7 +139,7 @@ async fn killing_managers_at_random_moments_loses_no_swarm_and_repeats_no_task()
             let nc = nc.clone();
             let id = id.clone();
             tokio::spawn(async move {
-                swarm_cli::client::watch(&nc, &id, Duration::from_secs(120), |_| {}).await
+                swarm_client::client::watch(&nc, &id, Duration::from_secs(120), |_| {}).await
             })
         })
         .collect();
@@ -304,7 +304,7 @@ async fn cancel_stops_running_work_and_reports_cancelled() {
     let swarm_id = common::submit(&nc, &m).await;
     started_on(&nc, &swarm_id, "long", 0).await;
     let asked = Instant::now();
-    swarm_cli::client::cancel(&nc, &swarm_id, "the user changed their mind")
+    swarm_client::client::cancel(&nc, &swarm_id, "the user changed their mind")
         .await
         .unwrap();
     let report = common::final_report(&cluster, &nc, &swarm_id, 20).await;
@@ -468,7 +468,7 @@ async fn a_mission_recorded_by_a_boss_that_died_is_planned_by_another() {
         "{}",
         report.task_results[0].result
     );
-    let record = swarm_cli::client::wait_for_rendering(&nc, &swarm_id, Duration::from_secs(20))
+    let record = swarm_client::client::wait_for_rendering(&nc, &swarm_id, Duration::from_secs(20))
         .await
         .unwrap();
     assert_eq!(record.status, MissionStatus::Reported);

@@ -214,7 +214,7 @@ async fn a_mission_completes_on_a_three_node_cluster_configured_like_the_manifes
     }
 
     // A client submits a mission and follows it to its report.
-    let reply = swarm_cli::client::submit(
+    let reply = swarm_client::client::submit(
         &client,
         &MissionRequest::text("1. Count the words in notes.txt\n2. Compute 6 * 7\n"),
         Duration::from_secs(10),
@@ -222,7 +222,7 @@ async fn a_mission_completes_on_a_three_node_cluster_configured_like_the_manifes
     .await
     .unwrap();
     let report =
-        swarm_cli::client::watch(&client, &reply.swarm_id, Duration::from_secs(90), |_| {})
+        swarm_client::client::watch(&client, &reply.swarm_id, Duration::from_secs(90), |_| {})
             .await
             .unwrap_or_else(|e| {
                 let logs: String = roles
@@ -237,11 +237,11 @@ async fn a_mission_completes_on_a_three_node_cluster_configured_like_the_manifes
                 panic!("{e:#}\npermission violations: {refused:#?}\n{logs}")
             });
     assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
-    swarm_cli::client::wait_for_rendering(&client, &reply.swarm_id, Duration::from_secs(30))
+    swarm_client::client::wait_for_rendering(&client, &reply.swarm_id, Duration::from_secs(30))
         .await
         .unwrap();
     let html =
-        swarm_cli::client::fetch_report(&client, &reply.swarm_id, &dir.path().join("r.html"))
+        swarm_client::client::fetch_report(&client, &reply.swarm_id, &dir.path().join("r.html"))
             .await
             .unwrap();
     assert!(std::fs::read_to_string(html).unwrap().contains("notes.txt"));
@@ -281,7 +281,7 @@ async fn a_mission_completes_on_a_three_node_cluster_configured_like_the_manifes
     // A node dies mid-mission (the roles use node 0, as pods use the
     // Service): with three replicas the cluster elects new leaders and the
     // mission in flight goes on.
-    let in_flight = swarm_cli::client::submit(
+    let in_flight = swarm_client::client::submit(
         &client,
         &common::mission(
             "in flight while a node dies",
@@ -326,7 +326,7 @@ async fn a_mission_completes_on_a_three_node_cluster_configured_like_the_manifes
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-    let reply = swarm_cli::client::submit(
+    let reply = swarm_client::client::submit(
         &client,
         &MissionRequest::text("Compute 2 + 2"),
         Duration::from_secs(20),
@@ -346,7 +346,7 @@ async fn a_mission_completes_on_a_three_node_cluster_configured_like_the_manifes
 async fn follow(client: &async_nats::Client, swarm_id: &str) -> swarm_common::FinalReport {
     let mut last = None;
     for _ in 0..5 {
-        match swarm_cli::client::watch(client, swarm_id, Duration::from_secs(60), |_| {}).await {
+        match swarm_client::client::watch(client, swarm_id, Duration::from_secs(60), |_| {}).await {
             Ok(report) => return report,
             Err(e) => {
                 eprintln!("following {swarm_id}: {e:#}; again");

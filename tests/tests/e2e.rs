@@ -121,7 +121,7 @@ async fn a_text_mission_travels_to_an_html_report() {
             .all(|t| t.status == TaskStatus::Completed && t.result_seq.is_some())
     );
 
-    let record = swarm_cli::client::wait_for_rendering(&nc, &swarm_id, Duration::from_secs(20))
+    let record = swarm_client::client::wait_for_rendering(&nc, &swarm_id, Duration::from_secs(20))
         .await
         .unwrap();
     let file = record
@@ -135,7 +135,7 @@ async fn a_text_mission_travels_to_an_html_report() {
         assert!(html.contains(&t.task_id));
     }
     let copy = tempfile::tempdir().unwrap();
-    let fetched = swarm_cli::client::fetch_report(&nc, &swarm_id, copy.path())
+    let fetched = swarm_client::client::fetch_report(&nc, &swarm_id, copy.path())
         .await
         .unwrap();
     assert_eq!(
@@ -293,7 +293,7 @@ async fn a_failed_task_cancels_its_dependents_and_the_report_says_failed() {
     assert_eq!(get("free").status, TaskStatus::Completed);
     assert!(report.summary.contains("failed"), "{}", report.summary);
     common::assert_one_report(&nc, &swarm_id).await;
-    let record = swarm_cli::client::wait_for_rendering(&nc, &swarm_id, Duration::from_secs(20))
+    let record = swarm_client::client::wait_for_rendering(&nc, &swarm_id, Duration::from_secs(20))
         .await
         .unwrap();
     assert_eq!(record.overall_status, Some(SwarmStatus::Failed));
@@ -348,7 +348,7 @@ async fn a_mission_wider_than_the_clients_publish_window_is_deployed_whole() {
     // The deployment's state write went through too (it goes out alongside
     // the assignments, so it may land just after them).
     let state = loop {
-        if let Some(state) = swarm_cli::client::state(&nc, &swarm_id).await.unwrap() {
+        if let Some(state) = swarm_client::client::state(&nc, &swarm_id).await.unwrap() {
             break state;
         }
         assert!(

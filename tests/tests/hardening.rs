@@ -143,7 +143,7 @@ async fn a_forged_report_neither_escapes_the_folder_nor_replaces_a_page() {
         "the rendered page was replaced"
     );
     assert!(!rendered.contains("FORGED"));
-    let record = swarm_cli::client::mission(&nc, &real)
+    let record = swarm_client::client::mission(&nc, &real)
         .await
         .unwrap()
         .unwrap();
@@ -255,7 +255,7 @@ async fn an_event_a_manager_died_on_is_set_aside_and_fails_its_swarm() {
             let nc = nc.clone();
             let id = id.clone();
             async move {
-                swarm_cli::client::state(&nc, &id)
+                swarm_client::client::state(&nc, &id)
                     .await
                     .map_err(|e| e.to_string())?
                     .map(|_| ())
@@ -381,7 +381,7 @@ async fn every_store_is_bounded_and_gc_removes_a_finished_swarm() {
     }
 
     let (finished, _) = one_mission(&cluster, &nc, "to be collected").await;
-    swarm_cli::client::wait_for_rendering(&nc, &finished, Duration::from_secs(20))
+    swarm_client::client::wait_for_rendering(&nc, &finished, Duration::from_secs(20))
         .await
         .unwrap();
     // A running swarm is refused (no worker takes this one's task).
@@ -401,7 +401,7 @@ async fn every_store_is_bounded_and_gc_removes_a_finished_swarm() {
             let nc = nc.clone();
             let running = running.clone();
             async move {
-                swarm_cli::client::state(&nc, &running)
+                swarm_client::client::state(&nc, &running)
                     .await
                     .map_err(|e| e.to_string())?
                     .map(|_| ())
@@ -410,17 +410,19 @@ async fn every_store_is_bounded_and_gc_removes_a_finished_swarm() {
         },
     )
     .await;
-    let refused = swarm_cli::client::gc(&nc, &running).await.unwrap_err();
+    let refused = swarm_client::client::gc(&nc, &running).await.unwrap_err();
     assert!(
         format!("{refused:#}").contains("still running"),
         "{refused:#}"
     );
 
-    let collected = swarm_cli::client::gc(&nc, &finished).await.unwrap();
+    let collected = swarm_client::client::gc(&nc, &finished).await.unwrap();
     assert!(collected.messages >= 4, "{collected:?}");
     assert!(collected.entries >= 2, "{collected:?}");
     assert!(collected.report, "{collected:?}");
-    let gone = swarm_cli::client::lookup(&nc, &finished).await.unwrap_err();
+    let gone = swarm_client::client::lookup(&nc, &finished)
+        .await
+        .unwrap_err();
     assert!(format!("{gone:#}").contains("no such swarm"), "{gone:#}");
     assert!(
         common::messages_raw(&nc, subjects::A2AP_STREAM, &format!("a2ap.{finished}.>"))
@@ -429,7 +431,7 @@ async fn every_store_is_bounded_and_gc_removes_a_finished_swarm() {
     );
     // The other swarm is untouched.
     assert!(
-        swarm_cli::client::state(&nc, &running)
+        swarm_client::client::state(&nc, &running)
             .await
             .unwrap()
             .is_some()

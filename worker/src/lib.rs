@@ -29,10 +29,9 @@ use async_nats::jetstream::{
 use chrono::Utc;
 use futures::StreamExt;
 use swarm_agent::{
-    Budget,
+    AgentTask, Budget, ContextItem,
     agent_loop::{
-        AgentEvent, AgentOutcome, AgentTask, ContextItem, RunOptions, SyntheticTools,
-        answer_feedback, run_agent,
+        AgentEvent, AgentOutcome, RunOptions, SyntheticTools, answer_feedback, run_agent,
     },
     gates::GateOptions,
     provider::{Provider, ProviderConfig},

@@ -1,5 +1,5 @@
 //! Destructive tool calls wait for a person: approved and denied through the
-//! CLI's client functions and the boss's desk, and expired when no one
+//! client library (swarm-client) and the boss's desk, and expired when no one
 //! answers.
 
 #![allow(clippy::unwrap_used)] // tests report failure by panicking
@@ -30,7 +30,7 @@ fn request(id: &str) -> ApprovalRequest {
 /// Waits until the request is listed as pending, as a person would see it.
 async fn pending(nc: &async_nats::Client, id: &str) {
     for _ in 0..100 {
-        if swarm_cli::client::approvals(nc, false)
+        if swarm_client::client::approvals(nc, false)
             .await
             .unwrap()
             .iter()
@@ -75,28 +75,28 @@ async fn approvals_are_decided_by_people_or_expire() {
     pending(&nc, "yes1").await;
     // Only an approver's user decides: a worker cannot approve the call it
     // waits on, even through the desk.
-    let forged = swarm_cli::client::decide_as(&nc, "worker", "yes1", true, "mallory", None)
+    let forged = swarm_client::client::decide_as(&nc, "worker", "yes1", true, "mallory", None)
         .await
         .unwrap_err();
     assert!(
         forged.to_string().contains("worker may not decide"),
         "{forged}"
     );
-    let decided = swarm_cli::client::decide(&nc, "yes1", true, "alice", None)
+    let decided = swarm_client::client::decide(&nc, "yes1", true, "alice", None)
         .await
         .unwrap();
     assert_eq!(decided.status, ApprovalStatus::Approved);
     assert_eq!(decided.decided_by.as_deref(), Some("alice (client)"));
     assert_eq!(waiting.await.unwrap(), ApprovalDecision::Approved);
     // Decided once: a second decision is refused.
-    let again = swarm_cli::client::decide(&nc, "yes1", false, "bob", None)
+    let again = swarm_client::client::decide(&nc, "yes1", false, "bob", None)
         .await
         .unwrap_err();
     assert!(again.to_string().contains("already Approved"), "{again}");
 
     let waiting = tokio::spawn(async move { approver.approve(request("no1")).await });
     pending(&nc, "no1").await;
-    swarm_cli::client::decide(&nc, "no1", false, "alice", Some("not on prod".into()))
+    swarm_client::client::decide(&nc, "no1", false, "alice", Some("not on prod".into()))
         .await
         .unwrap();
     match waiting.await.unwrap() {
@@ -118,11 +118,11 @@ async fn approvals_are_decided_by_people_or_expire() {
         ApprovalDecision::Denied { reason } => assert!(reason.contains("in time"), "{reason}"),
         other => panic!("{other:?}"),
     }
-    let all = swarm_cli::client::approvals(&nc, true).await.unwrap();
+    let all = swarm_client::client::approvals(&nc, true).await.unwrap();
     let late = all.iter().find(|r| r.approval_id == "late1").unwrap();
     assert_eq!(late.status, ApprovalStatus::Expired);
     assert!(
-        swarm_cli::client::decide(&nc, "late1", true, "alice", None)
+        swarm_client::client::decide(&nc, "late1", true, "alice", None)
             .await
             .is_err()
     );

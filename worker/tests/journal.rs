@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use async_trait::async_trait;
 use swarm_agent::{
-    agent_loop::{AgentTask, run_task},
-    provider::{CompletionRequest, CompletionResponse, OfflineProvider, Provider, ProviderError},
+    AgentTask, OfflineProvider,
+    provider::{CompletionRequest, CompletionResponse, Provider, ProviderError},
+    run_task,
     tools::ToolRegistry,
 };
 use swarm_common::{TaskStatus, WorkerDeploymentPlan};

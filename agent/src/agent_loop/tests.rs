@@ -8,7 +8,9 @@ use serde_json::json;
 
 use super::*;
 use crate::budget::Budget;
-use crate::provider::{CompletionResponse, OfflineProvider};
+use crate::offline::OfflineProvider;
+use crate::provider::CompletionResponse;
+use crate::task::ContextItem;
 
 fn persona(tools: &[&str]) -> WorkerDeploymentPlan {
     WorkerDeploymentPlan {

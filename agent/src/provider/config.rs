@@ -1,5 +1,7 @@
 //! Choosing and building a provider: [`ProviderConfig`] from the
-//! environment or from [`ProviderArgs`] flags, then [`ProviderConfig::build`].
+//! environment or from [`ProviderArgs`] flags, then [`ProviderConfig::build`]
+//! makes the offline provider ([`crate::offline`]) or one of the HTTP
+//! providers.
 //!
 //! | variable | meaning |
 //! |---|---|
@@ -15,10 +17,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::Provider;
 use super::anthropic::AnthropicProvider;
 use super::openai::OpenAiProvider;
 use super::pricing::{PriceTable, Pricing};
-use super::{OfflineProvider, Provider};
+use crate::offline::OfflineProvider;
 
 /// The model used for OpenAI when none is configured.
 pub const OPENAI_DEFAULT_MODEL: &str = "gpt-4o-mini";

@@ -181,7 +181,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 
 fn quote(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
-    crate::agent_loop::shorten(&text, QUOTED_BODY_BYTES)
+    crate::text::shorten(&text, QUOTED_BODY_BYTES)
 }
 
 /// The error for a reply with a non-success status.

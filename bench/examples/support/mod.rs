@@ -6,9 +6,9 @@ use async_nats::jetstream::{self, consumer::AckPolicy, consumer::pull};
 
 /// A nats-server with the dev configuration and its store in `dir`, killed
 /// when dropped.
-pub fn server(dir: &std::path::Path) -> anyhow::Result<swarm_cli::local::NatsProcess> {
-    swarm_cli::local::NatsProcess::start(
-        &swarm_cli::local::nats_server_bin()?,
+pub fn server(dir: &std::path::Path) -> anyhow::Result<swarm_local::NatsProcess> {
+    swarm_local::NatsProcess::start(
+        &swarm_local::nats_server_bin()?,
         Some(std::path::Path::new(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../nats.conf"
@@ -26,7 +26,7 @@ pub async fn with_stream(
     dir: &std::path::Path,
     stream: jetstream::stream::Config,
 ) -> anyhow::Result<(
-    swarm_cli::local::NatsProcess,
+    swarm_local::NatsProcess,
     String,
     async_nats::Client,
     jetstream::Context,

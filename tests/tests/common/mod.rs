@@ -15,7 +15,7 @@ use swarm_testkit::Cluster;
 
 /// Submits a mission as JSON and returns the swarm id.
 pub async fn submit(nc: &async_nats::Client, request: &MissionRequest) -> String {
-    swarm_cli::client::submit(nc, request, Duration::from_secs(15))
+    swarm_client::client::submit(nc, request, Duration::from_secs(15))
         .await
         .expect("mission accepted")
         .swarm_id
@@ -28,7 +28,7 @@ pub async fn final_report(
     swarm_id: &str,
     secs: u64,
 ) -> FinalReport {
-    match swarm_cli::client::watch(nc, swarm_id, Duration::from_secs(secs), |_| {}).await {
+    match swarm_client::client::watch(nc, swarm_id, Duration::from_secs(secs), |_| {}).await {
         Ok(r) => r,
         Err(e) => panic!("{e:#}\n{}", cluster.log_tails()),
     }
@@ -99,7 +99,7 @@ fn swarm_runtime_decode<T: Payload>(m: &jetstream::Message) -> Envelope<T> {
 
 /// The swarm's stored state.
 pub async fn state(nc: &async_nats::Client, swarm_id: &str) -> SwarmState {
-    swarm_cli::client::state(nc, swarm_id)
+    swarm_client::client::state(nc, swarm_id)
         .await
         .unwrap()
         .expect("swarm state stored")

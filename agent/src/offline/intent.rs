@@ -11,7 +11,7 @@
 //! 256 KB, and the boss plans it on its one thread): a keyword is tested
 //! where it may start, never searched for again from every position, and
 //! nothing rescans the rest of a text for each of its words or clauses
-//! (`planner::tests::planning_is_linear_in_the_missions_length`).
+//! (`offline::planner::tests::planning_is_linear_in_the_missions_length`).
 
 use std::collections::HashSet;
 

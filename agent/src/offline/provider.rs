@@ -1,6 +1,6 @@
 //! The offline provider: a deterministic, rule-based agent. It is not a
 //! language model and never pretends to be one: it reads the task's wording
-//! (see `crate::intent`), calls the real tools it is offered one step at a
+//! (see `super::intent`), calls the real tools it is offered one step at a
 //! time, and composes its answer from their actual outputs, saying that it
 //! comes from the offline provider.
 //!
@@ -19,13 +19,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use async_trait::async_trait;
 use serde_json::json;
 
-use super::{
+use swarm_common::outcome::GIVE_UP;
+
+use super::intent::{self, Intent, Target};
+use crate::chat::{
     ChatMessage, CompletionRequest, CompletionResponse, Provider, ProviderError, Role,
     TOOL_ERROR_PREFIX, ToolCall, Usage,
 };
-use crate::intent::{self, Intent, Target};
 use crate::prompt::{ParsedTask, parse_task_message};
-use swarm_common::outcome::GIVE_UP;
 
 /// What every text the offline provider writes starts with.
 pub const OFFLINE_TAG: &str = "[offline provider]";

@@ -1,7 +1,11 @@
-//! The `swarm` command's exit codes, in one place: the enum the commands
-//! return, the error that carries a code through `anyhow`, and the table
-//! printed by `swarm --help` (README.md's "Exit codes" shows the same table;
-//! a test keeps the two in step).
+//! How a client call ended, as the exit code of the `swarm` command: the
+//! enum of codes, the error that carries a code through `anyhow`
+//! ([`fail`], [`WithExit`]), and the code an error calls for
+//! ([`of_error`]). The calls of [`crate::client`] give their errors a code
+//! (no boss answered: [`Exit::Unreachable`]; no final report in time:
+//! [`Exit::WaitTimedOut`], ...), so a command or a gateway can tell them
+//! apart. README.md's "Exit codes" lists the same codes and meanings (a
+//! test keeps the two in step).
 
 use std::fmt;
 
@@ -78,17 +82,6 @@ impl From<Exit> for std::process::ExitCode {
     fn from(e: Exit) -> Self {
         std::process::ExitCode::from(e.code())
     }
-}
-
-/// `swarm --help`'s closing section: the exit codes.
-pub fn after_help() -> String {
-    let mut out = String::from(
-        "Exit codes (of `mission --wait`, `watch` and `demo`; other commands use 0, 1, 2 and 6):\n",
-    );
-    for e in Exit::ALL {
-        out.push_str(&format!("  {}  {}\n", e.code(), e.meaning()));
-    }
-    out
 }
 
 /// An error that ends the command with a given exit code. It shows as the
@@ -189,12 +182,9 @@ mod tests {
     }
 
     #[test]
-    fn help_and_readme_document_every_code() {
-        let help = after_help();
+    fn the_readme_documents_every_code() {
         let readme = include_str!("../../README.md");
         for e in Exit::ALL {
-            let line = format!("  {}  {}", e.code(), e.meaning());
-            assert!(help.contains(&line), "{line:?} missing from the help");
             let row = format!("| {} | {} |", e.code(), e.meaning());
             assert!(readme.contains(&row), "{row:?} missing from README.md");
         }

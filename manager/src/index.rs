@@ -1,0 +1,158 @@
+//! The manager's scheduling index over a swarm's tasks ([`TaskIndex`]), and
+//! a swarm's state held together with it ([`Indexed`]): the state the rules
+//! of [`crate::machine`] work on and the manager keeps between events.
+
+use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
+use std::sync::OnceLock;
+
+use swarm_common::{SwarmState, TaskState, TaskStatus};
+
+/// Lookups over a state's tasks, so that applying one event costs the same
+/// in a mission of 10 tasks as in one of 10,000: a task's position by id,
+/// the tasks that depend on each, and per task how many of its leading
+/// dependencies are known to have completed. Built on first use from the
+/// tasks (which are fixed once a swarm is deployed) and never stored; it is
+/// not part of the state's value, so two [`Indexed`] states that differ only
+/// here are equal.
+#[derive(Debug, Clone, Default)]
+pub struct TaskIndex {
+    positions: OnceLock<HashMap<String, usize>>,
+    dependents: OnceLock<Vec<Vec<usize>>>,
+    /// Per task: its first dependencies, up to here, are known completed.
+    /// Completion is final, so this only moves forward.
+    settled: Vec<usize>,
+}
+
+impl PartialEq for TaskIndex {
+    fn eq(&self, _: &TaskIndex) -> bool {
+        true
+    }
+}
+
+impl TaskIndex {
+    /// Where the task `task_id` sits in `tasks`.
+    pub fn position(&self, tasks: &[TaskState], task_id: &str) -> Option<usize> {
+        let positions = self.positions.get_or_init(|| {
+            tasks
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.definition.task_id.clone(), i))
+                .collect()
+        });
+        match positions.get(task_id) {
+            Some(&i)
+                if tasks
+                    .get(i)
+                    .is_some_and(|t| t.definition.task_id == task_id) =>
+            {
+                Some(i)
+            }
+            // Built before the tasks were all there: look the slow way.
+            _ if positions.len() != tasks.len() => {
+                tasks.iter().position(|t| t.definition.task_id == task_id)
+            }
+            _ => None,
+        }
+    }
+
+    /// The positions of the tasks that depend on the task at `i`.
+    pub fn dependents(&self, tasks: &[TaskState], i: usize) -> &[usize] {
+        let all = self.dependents.get_or_init(|| {
+            let mut all = vec![Vec::new(); tasks.len()];
+            for (j, t) in tasks.iter().enumerate() {
+                for d in &t.definition.dependencies {
+                    if let Some(k) = self.position(tasks, d) {
+                        all[k].push(j);
+                    }
+                }
+            }
+            all
+        });
+        all.get(i).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether every dependency of the task at `i` has completed. Each
+    /// dependency is looked at until it has completed, then never again.
+    pub fn dependencies_done(&mut self, tasks: &[TaskState], i: usize) -> bool {
+        if self.settled.len() != tasks.len() {
+            self.settled = vec![0; tasks.len()];
+        }
+        let deps = &tasks[i].definition.dependencies;
+        let mut at = self.settled[i];
+        while at < deps.len() {
+            let done = self
+                .position(tasks, &deps[at])
+                .is_some_and(|k| tasks[k].status == TaskStatus::Completed);
+            if !done {
+                break;
+            }
+            at += 1;
+        }
+        self.settled[i] = at;
+        at == deps.len()
+    }
+}
+
+/// A swarm's state and the [`TaskIndex`] over its tasks. The state is what
+/// the `swarms` bucket stores (the index never is: a state read back builds
+/// its own on first use). It derefs to the [`SwarmState`], so the rules read
+/// `state.tasks` and `state.limits` as on the state itself; task lookups go
+/// through the index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Indexed {
+    /// The state.
+    pub state: SwarmState,
+    /// Lookups over `state.tasks`.
+    pub index: TaskIndex,
+}
+
+impl Indexed {
+    /// `state` with an index yet to be built.
+    pub fn new(state: SwarmState) -> Indexed {
+        Indexed {
+            state,
+            index: TaskIndex::default(),
+        }
+    }
+
+    /// Where the task `task_id` sits in `tasks`.
+    pub fn position(&self, task_id: &str) -> Option<usize> {
+        self.index.position(&self.state.tasks, task_id)
+    }
+
+    /// The task with this id.
+    pub fn task(&self, task_id: &str) -> Option<&TaskState> {
+        self.position(task_id).map(|i| &self.state.tasks[i])
+    }
+
+    /// The positions of the tasks that depend on the task at `i`.
+    pub fn dependents(&self, i: usize) -> &[usize] {
+        self.index.dependents(&self.state.tasks, i)
+    }
+
+    /// Whether every dependency of the task at `i` has completed.
+    pub fn dependencies_done(&mut self, i: usize) -> bool {
+        self.index.dependencies_done(&self.state.tasks, i)
+    }
+}
+
+impl From<SwarmState> for Indexed {
+    fn from(state: SwarmState) -> Indexed {
+        Indexed::new(state)
+    }
+}
+
+impl Deref for Indexed {
+    type Target = SwarmState;
+
+    fn deref(&self) -> &SwarmState {
+        &self.state
+    }
+}
+
+impl DerefMut for Indexed {
+    fn deref_mut(&mut self) -> &mut SwarmState {
+        &mut self.state
+    }
+}
