@@ -172,7 +172,7 @@ mod tests {
         assert_eq!(format!("{e:#}"), "watching: no report");
         let e: anyhow::Result<()> = Err(swarm_runtime::RuntimeError::Connect {
             url: "nats://127.0.0.1:1".into(),
-            reason: "IO error".into(),
+            source: "IO error".into(),
         })
         .context("connecting");
         assert_eq!(of_error(&e.unwrap_err()), Exit::Unreachable);

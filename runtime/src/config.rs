@@ -155,7 +155,7 @@ impl NatsArgs {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| RuntimeError::Connect {
                 url: self.url.clone(),
-                reason: format!("not a server URL: {e}"),
+                source: format!("not a server URL: {e}").into(),
             })
     }
 
@@ -185,12 +185,13 @@ impl NatsArgs {
             if let Some(mark) = secret.and_then(placeholder_mark) {
                 return Err(RuntimeError::Connect {
                     url: self.url.clone(),
-                    reason: format!(
+                    source: format!(
                         "refusing to start: the NATS {what} is a placeholder (it contains \
                          \"{mark}\"), not a secret; make real passwords with deploy/secrets.sh \
                          (docs/deploy.md, \"Secrets\"). Placeholders are accepted only for a \
                          server on this machine (localhost, 127.0.0.1, ::1)"
-                    ),
+                    )
+                    .into(),
                 });
             }
         }
@@ -204,9 +205,9 @@ impl NatsArgs {
     /// ([`refuse_placeholder`](Self::refuse_placeholder)).
     pub async fn connect(&self, client_name: &str) -> Result<Client, RuntimeError> {
         self.refuse_placeholder()?;
-        let connect_err = |reason: String| RuntimeError::Connect {
+        let connect_err = |source: crate::Cause| RuntimeError::Connect {
             url: self.url.clone(),
-            reason,
+            source,
         };
         let mut opts = ConnectOptions::new()
             .name(client_name)
@@ -220,7 +221,7 @@ impl NatsArgs {
             });
         if let Some(creds) = &self.creds {
             opts = opts.credentials_file(creds).await.map_err(|e| {
-                connect_err(format!("cannot read credentials {}: {e}", creds.display()))
+                connect_err(format!("cannot read credentials {}: {e}", creds.display()).into())
             })?;
         }
         match (&self.user, &self.password) {
@@ -259,7 +260,7 @@ impl NatsArgs {
         let client = opts
             .connect(servers)
             .await
-            .map_err(|e| connect_err(e.to_string()))?;
+            .map_err(|e| connect_err(e.into()))?;
         crate::version::check(&client.server_info().version)?;
         Ok(client)
     }
@@ -423,5 +424,27 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.to_string().contains("refusing to start"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_failed_connection_keeps_the_clients_error_and_its_kind() {
+        let mut a = args("nats://127.0.0.1:1", None);
+        a.connect_timeout = 1;
+        let e = a.connect("cause-test").await.unwrap_err();
+        let RuntimeError::Connect { source, .. } = &e else {
+            panic!("{e:?}");
+        };
+        let cause = source
+            .downcast_ref::<async_nats::ConnectError>()
+            .unwrap_or_else(|| panic!("the cause is not the client's error: {source:?}"));
+        assert_eq!(cause.kind(), async_nats::ConnectErrorKind::Io, "{cause}");
+        // The same error through `source()`, as anyhow's chain reads it.
+        let via = std::error::Error::source(&e).expect("a source");
+        assert!(via.downcast_ref::<async_nats::ConnectError>().is_some());
+        assert!(
+            e.to_string()
+                .starts_with("cannot connect to NATS at nats://127.0.0.1:1: "),
+            "{e}"
+        );
     }
 }

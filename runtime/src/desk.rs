@@ -33,22 +33,22 @@ pub async fn call(
 ) -> Result<DeskReply, RuntimeError> {
     let subject = subjects::desk(user, request.action());
     let body = serde_json::to_vec(request)
-        .map_err(|e| RuntimeError::Nats(format!("encoding the desk request: {e}")))?;
+        .map_err(|e| RuntimeError::nats("encoding the desk request", e))?;
     let deadline = Instant::now() + patience;
     let mut pause = Duration::from_millis(100);
     loop {
         let last = match client.request(subject.clone(), body.clone().into()).await {
             Ok(reply) => {
-                return serde_json::from_slice(&reply.payload).map_err(|e| {
-                    RuntimeError::Nats(format!("the desk's reply is not understood: {e}"))
-                });
+                return serde_json::from_slice(&reply.payload)
+                    .map_err(|e| RuntimeError::nats("reading the desk's reply", e));
             }
             Err(e) => e,
         };
         if Instant::now() + pause >= deadline {
-            return Err(RuntimeError::Nats(format!(
-                "no boss answered on {subject}: {last} (is a boss running?)"
-            )));
+            return Err(RuntimeError::nats(
+                format!("no boss answered on {subject} (is a boss running?)"),
+                last,
+            ));
         }
         tracing::warn!(error = %last, %subject, "the desk did not answer; asking again");
         tokio::time::sleep(pause).await;

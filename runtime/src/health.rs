@@ -208,14 +208,10 @@ pub async fn spawn(
 async fn serve(addr: SocketAddr) -> Result<(SocketAddr, Arc<Shared>), RuntimeError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| RuntimeError::Setup {
-            what: format!("health server on {addr}"),
-            reason: e.to_string(),
-        })?;
-    let local = listener.local_addr().map_err(|e| RuntimeError::Setup {
-        what: format!("health server on {addr}"),
-        reason: e.to_string(),
-    })?;
+        .map_err(|e| RuntimeError::setup(format!("health server on {addr}"), e))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| RuntimeError::setup(format!("health server on {addr}"), e))?;
     let shared = Arc::new(Shared {
         client: OnceCell::new(),
         streams: required_streams(),

@@ -48,11 +48,8 @@ pub struct Infra {
     pub inputs: kv::Store,
 }
 
-fn setup_err(what: &str, e: impl std::fmt::Display) -> RuntimeError {
-    RuntimeError::Setup {
-        what: what.to_string(),
-        reason: e.to_string(),
-    }
+fn setup_err(what: &str, e: impl Into<crate::Cause>) -> RuntimeError {
+    RuntimeError::setup(what, e)
 }
 
 const DAY: Duration = Duration::from_secs(24 * 3600);
@@ -244,7 +241,7 @@ async fn ensure_stream(js: &Context, cfg: stream::Config, mode: Mode) -> Result<
                 .clone(),
             Err(e) if stream_not_found(&e) => {
                 js.create_stream(cfg.clone()).await.map_err(|create| {
-                    setup_err(&what, format!("missing, and {create} ({RUN_SETUP})"))
+                    setup_err(&format!("{what} (missing; {RUN_SETUP})"), create)
                 })?;
                 js.get_stream(&cfg.name)
                     .await
@@ -312,7 +309,7 @@ async fn ensure_kv(js: &Context, cfg: kv::Config, mode: Mode) -> Result<kv::Stor
         Err(create_err) => js
             .get_key_value(&cfg.bucket)
             .await
-            .map_err(|_| setup_err(&what, format!("missing, and {create_err} ({RUN_SETUP})"))),
+            .map_err(|_| setup_err(&format!("{what} (missing; {RUN_SETUP})"), create_err)),
     }
 }
 
@@ -363,7 +360,7 @@ impl Infra {
         let js = jetstream::new(client.clone());
         js.query_account()
             .await
-            .map_err(|e| RuntimeError::NoJetStream(e.to_string()))?;
+            .map_err(|e| RuntimeError::NoJetStream(e.into()))?;
         for cfg in stream_configs_with(replicas, keep) {
             ensure_stream(&js, cfg, mode).await?;
         }

@@ -36,16 +36,26 @@ macro_rules! role_allocator {
     };
 }
 
-/// Errors of the shared NATS plumbing.
+/// The error that caused a [`RuntimeError`], kept whole: an async-nats
+/// error with its kind, an I/O error, a codec error, or (for a cause with no
+/// error type of its own) a sentence.
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Errors of the shared NATS plumbing. Each keeps the error that caused it
+/// ([`std::error::Error::source`]), as async-nats's own errors do, and
+/// repeats its text after a colon so that a log line that prints only this
+/// error still says why.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     /// The server could not be reached or refused the connection.
-    #[error("cannot connect to NATS at {url}: {reason}")]
+    #[error("cannot connect to NATS at {url}: {source}")]
     Connect {
         /// The URL tried.
         url: String,
-        /// What the client said.
-        reason: String,
+        /// What the client said: an `async_nats::ConnectError` (whose kind
+        /// tells a refused connection from bad credentials), or why the
+        /// options were refused before connecting.
+        source: Cause,
     },
     /// The server is older than Swarm supports.
     #[error(
@@ -61,14 +71,14 @@ pub enum RuntimeError {
     #[error(
         "JetStream is not available on the server: {0} (start nats-server with -js or a jetstream block)"
     )]
-    NoJetStream(String),
+    NoJetStream(#[source] Cause),
     /// A stream, bucket or consumer could not be created or read.
-    #[error("cannot set up {what}: {reason}")]
+    #[error("cannot set up {what}: {source}")]
     Setup {
         /// The stream, bucket or consumer.
         what: String,
-        /// What the server said.
-        reason: String,
+        /// What the server or the client said.
+        source: Cause,
     },
     /// The server accepted a configuration but dropped part of it.
     #[error("the server changed the configuration of {what}: {detail}")]
@@ -78,12 +88,35 @@ pub enum RuntimeError {
         /// Which field differs.
         detail: String,
     },
-    /// A publish or request failed.
-    #[error("NATS operation failed: {0}")]
-    Nats(String),
+    /// A publish, request or read failed.
+    #[error("{what}: {source}")]
+    Nats {
+        /// What was being done ("publishing to a2ap.s1.result.t1").
+        what: String,
+        /// The client's error, with its kind.
+        source: Cause,
+    },
     /// A payload could not be encoded.
     #[error(transparent)]
     Codec(#[from] swarm_common::CodecError),
+}
+
+impl RuntimeError {
+    /// A failed NATS operation: `what` was being done, `source` went wrong.
+    pub fn nats(what: impl Into<String>, source: impl Into<Cause>) -> RuntimeError {
+        RuntimeError::Nats {
+            what: what.into(),
+            source: source.into(),
+        }
+    }
+
+    /// A stream, bucket or consumer that could not be set up.
+    pub fn setup(what: impl Into<String>, source: impl Into<Cause>) -> RuntimeError {
+        RuntimeError::Setup {
+            what: what.into(),
+            source: source.into(),
+        }
+    }
 }
 
 /// What every role binary does before its `run`: logs in the chosen

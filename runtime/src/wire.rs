@@ -50,7 +50,7 @@ pub fn decode<T: Payload>(
 
 /// Whether a publish error is worth retrying.
 fn transient(e: &RuntimeError) -> bool {
-    matches!(e, RuntimeError::Nats(_))
+    matches!(e, RuntimeError::Nats { .. })
 }
 
 /// A message as it goes on the wire: MessagePack, with its headers.
@@ -80,9 +80,10 @@ async fn answered(
     hdrs: HeaderMap,
     payload: Bytes,
 ) -> Result<PublishAckFuture, RuntimeError> {
-    js.publish_with_headers(subject, hdrs, payload)
+    let what = || format!("publishing to {subject}");
+    js.publish_with_headers(subject.clone(), hdrs, payload)
         .await
-        .map_err(|e| RuntimeError::Nats(e.to_string()))
+        .map_err(|e| RuntimeError::nats(what(), e))
 }
 
 /// Sends a message to a stream's subject without asking for an ack: the
@@ -105,10 +106,11 @@ async fn unanswered(
     hdrs: HeaderMap,
     payload: Bytes,
 ) -> Result<(), RuntimeError> {
+    let what = || format!("publishing to {subject}");
     js.client()
-        .publish_with_headers(subject, hdrs, payload)
+        .publish_with_headers(subject.clone(), hdrs, payload)
         .await
-        .map_err(|e| RuntimeError::Nats(e.to_string()))
+        .map_err(|e| RuntimeError::nats(what(), e))
 }
 
 /// A message for a stream, with its deduplication id, that is sent first
@@ -226,11 +228,12 @@ pub async fn publish<T: Payload>(
             let payload = payload.clone();
             let hdrs = hdrs.clone();
             async move {
-                js.publish_with_headers(subject, hdrs, payload)
+                let what = || format!("publishing to {subject}");
+                js.publish_with_headers(subject.clone(), hdrs, payload)
                     .await
-                    .map_err(|e| RuntimeError::Nats(e.to_string()))?
+                    .map_err(|e| RuntimeError::nats(what(), e))?
                     .await
-                    .map_err(|e| RuntimeError::Nats(e.to_string()))
+                    .map_err(|e| RuntimeError::nats(what(), e))
             }
         },
         transient,
@@ -256,9 +259,9 @@ pub async fn dead_letter(
         bytes,
     )
     .await
-    .map_err(|e| RuntimeError::Nats(e.to_string()))?
+    .map_err(|e| RuntimeError::nats("recording a dead letter", e))?
     .await
-    .map_err(|e| RuntimeError::Nats(e.to_string()))?;
+    .map_err(|e| RuntimeError::nats("recording a dead letter", e))?;
     Ok(())
 }
 
@@ -301,9 +304,10 @@ pub async fn last_result(
                 .map(|env| (raw.sequence, env.body)),
         ),
         Err(e) if e.kind() == DirectGetErrorKind::NotFound => Ok(None),
-        Err(e) => Err(RuntimeError::Nats(format!(
-            "reading the last result on {subject}: {e}"
-        ))),
+        Err(e) => Err(RuntimeError::nats(
+            format!("reading the last result on {subject}"),
+            e,
+        )),
     }
 }
 
@@ -319,10 +323,10 @@ pub async fn read_results(
             let raw = stream
                 .direct_get(seq)
                 .await
-                .map_err(|e| RuntimeError::Nats(format!("reading the result at {seq}: {e}")))?;
+                .map_err(|e| RuntimeError::nats(format!("reading the result at {seq}"), e))?;
             decode::<swarm_common::ResultSubmission>(Some(&raw.headers), &raw.payload)
                 .map(|env| env.body)
-                .map_err(|e| RuntimeError::Nats(format!("the result at {seq} is unreadable: {e}")))
+                .map_err(|e| RuntimeError::nats(format!("the result at {seq} is unreadable"), e))
         })
         .buffered(32)
         .try_collect()
