@@ -3,10 +3,14 @@
 //! result through quality gates, asks for revisions, and publishes exactly
 //! one `FinalReport` per swarm.
 //!
-//! [`machine`] holds every decision as a pure function, on a swarm's state
-//! and the [`index`] over its tasks; [`service`] is the NATS layer around
-//! it; [`report`] builds the final report.
+//! [`machine`] holds what an event does to a swarm as pure functions, on a
+//! swarm's state and the [`index`] over its tasks; [`driver`] holds, as a
+//! pure state machine per swarm, when a state is read, written and acked
+//! and which side effects wait for the write; [`service`] is the NATS layer
+//! that carries out what the drivers decide; [`report`] builds the final
+//! report.
 
+pub mod driver;
 pub mod index;
 pub mod machine;
 pub mod poison;

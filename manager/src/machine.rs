@@ -1,8 +1,9 @@
 //! The swarm state machine: pure decisions, no I/O.
 //!
-//! `(state, event) -> (state, commands)`. The NATS layer ([`crate::service`])
-//! carries events in and commands out; every rule here is tested without a
-//! broker. Each event is idempotent by its content (a result counts only for
+//! `(state, event) -> (state, commands)`. The driver ([`crate::driver`])
+//! decides when events are applied and commands carried out, and the NATS
+//! layer ([`crate::service`]) carries them in and out; every rule here is
+//! tested without a broker. Each event is idempotent by its content (a result counts only for
 //! the task's current attempt and revision, a deployment only once), so a
 //! redelivered or concurrently applied event changes nothing twice.
 
