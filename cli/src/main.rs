@@ -13,7 +13,7 @@ use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 use swarm_cli::display;
 use swarm_cli::progress::Follow;
 use swarm_client::exit::{self, Exit, fail};
-use swarm_client::{client, list};
+use swarm_client::{client, inspect, list};
 use swarm_common::{
     FinalReport, SwarmDeploymentPlan, SwarmState, SwarmStatus, mission::MissionRequest,
 };
@@ -174,10 +174,41 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Decode a stored message or bucket value to JSON, whatever its codec.
+    Inspect {
+        #[command(subcommand)]
+        what: Inspect,
+    },
     /// Start a local cluster (nats-server, bosses, managers, workers) until Ctrl-C.
     Up(UpArgs),
     /// Start a local cluster, run a sample mission end to end, print the report, stop.
     Demo(ClusterArgs),
+}
+
+/// What `swarm inspect` reads. It prints the value as JSON, and on standard
+/// error where it was, what it is and the codec it was stored in.
+#[derive(Debug, Subcommand)]
+enum Inspect {
+    /// A swarm's state, as its manager stored it in the `swarms` bucket.
+    State {
+        /// The swarm id.
+        swarm_id: String,
+    },
+    /// A message of a stream by its sequence number (the A2AP stream unless --stream).
+    Msg {
+        /// The message's sequence number in the stream.
+        seq: u64,
+        /// The stream: A2AP, WORK (assignments), MISSIONS, DEADLETTER, or a bucket's KV_<bucket>.
+        #[arg(long, default_value = swarm_common::subjects::A2AP_STREAM)]
+        stream: String,
+    },
+    /// A bucket's value by its key (swarms, missions, journal, approvals, inputs, memory).
+    Kv {
+        /// The bucket.
+        bucket: String,
+        /// The key.
+        key: String,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -551,6 +582,20 @@ async fn run(command: Command, conn: &Connection) -> anyhow::Result<Exit> {
             }
             Ok(Exit::Completed)
         }
+        Command::Inspect { what } => {
+            let nc = conn.connect().await?;
+            let found = match what {
+                Inspect::State { swarm_id } => inspect::state(&nc, &swarm_id).await?,
+                Inspect::Msg { seq, stream } => inspect::message(&nc, &stream, seq).await?,
+                Inspect::Kv { bucket, key } => inspect::kv(&nc, &bucket, &key).await?,
+            };
+            eprintln!("{}: {} ({})", found.source, found.kind, found.content_type);
+            if let Some(problem) = &found.problem {
+                eprintln!("warning: {problem}; shown as its codec alone reads it");
+            }
+            println!("{}", serde_json::to_string_pretty(&found.value)?);
+            Ok(Exit::Completed)
+        }
         Command::Up(args) => {
             let opts = options(
                 &args.cluster,
@@ -775,6 +820,29 @@ mod tests {
         }
         let err = Cli::try_parse_from(["swarm", "list", "--since", "soon"]).unwrap_err();
         assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn inspect_reads_the_a2ap_stream_unless_told_another() {
+        let msg = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["swarm", "inspect", "msg"].iter().chain(args)).unwrap();
+            match cli.command {
+                Command::Inspect {
+                    what: Inspect::Msg { seq, stream },
+                } => (seq, stream),
+                other => panic!("parsed as {other:?}"),
+            }
+        };
+        assert_eq!(msg(&["12"]), (12, "A2AP".to_string()));
+        assert_eq!(msg(&["7", "--stream", "WORK"]), (7, "WORK".to_string()));
+        let cli =
+            Cli::try_parse_from(["swarm", "inspect", "kv", "journal", "s.t.a1.r0.i0.s1"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Inspect { what: Inspect::Kv { bucket, key } }
+                if bucket == "journal" && key == "s.t.a1.r0.i0.s1"
+        ));
+        assert!(Cli::try_parse_from(["swarm", "inspect", "msg", "twelve"]).is_err());
     }
 
     #[test]

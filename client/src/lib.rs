@@ -8,6 +8,8 @@
 //!   HTML report, list and decide approval requests, answer a task's
 //!   question, cancel a swarm and collect what a finished one left
 //!   ([`client::gc`]);
+//! - [`inspect`]: any stored message or bucket value, decoded to JSON
+//!   whatever its codec (`swarm inspect`);
 //! - [`list`]: the newest swarms, a page at a time, at a cost that grows
 //!   with the page and not with the swarms that have ever run;
 //! - [`exit`]: the exit code each failure calls for, which the calls above
@@ -17,4 +19,5 @@
 
 pub mod client;
 pub mod exit;
+pub mod inspect;
 pub mod list;

@@ -10,10 +10,11 @@
 //! closes, a person decides and answers) before it writes.
 
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Where an approval request stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum ApprovalStatus {
     /// Waiting for a person.
     Pending,
@@ -26,7 +27,7 @@ pub enum ApprovalStatus {
 }
 
 /// One tool call waiting for, or given, a decision.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ApprovalRecord {
     /// What `swarm approve <id>` names.
     pub approval_id: String,
@@ -44,9 +45,11 @@ pub struct ApprovalRecord {
     pub requested_by: String,
     /// When it asked.
     #[serde(with = "crate::timestamp")]
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub requested_at: DateTime<Utc>,
     /// When an unanswered request counts as denied.
     #[serde(with = "crate::timestamp")]
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub expires_at: DateTime<Utc>,
     /// Where it stands.
     pub status: ApprovalStatus,
@@ -61,7 +64,7 @@ pub struct ApprovalRecord {
 /// A question an agent asked a person, and the answer once given
 /// (`swarm answer <swarm> <task> "<text>"`), in the `inputs` bucket under
 /// `<swarm>.<task>`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct InputRecord {
     /// The swarm.
     pub swarm_id: String,
@@ -73,6 +76,7 @@ pub struct InputRecord {
     pub asked_by: String,
     /// When it asked.
     #[serde(with = "crate::timestamp")]
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub asked_at: DateTime<Utc>,
     /// The answer, once given.
     #[serde(default)]
@@ -82,6 +86,7 @@ pub struct InputRecord {
     pub answered_by: Option<String>,
     /// When.
     #[serde(default, with = "crate::timestamp::option")]
+    #[schemars(schema_with = "crate::timestamp::option::schema")]
     pub answered_at: Option<DateTime<Utc>>,
     /// Why the question can no longer be answered (its swarm ended), once
     /// closed.
@@ -91,7 +96,7 @@ pub struct InputRecord {
 
 /// What workers and people ask of the boss's desk: one variant per action,
 /// sent as JSON to [`crate::subjects::desk`]`(<user>, <action>)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum DeskRequest {
     /// A worker: record this pending approval request.
@@ -178,7 +183,7 @@ impl DeskRequest {
 }
 
 /// The desk's answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DeskReply {
     /// The approval request as it now stands.

@@ -5,9 +5,11 @@
 //! them ([`Envelope`]), the codecs chosen by `Content-Type` ([`codec`]), the
 //! subject map ([`subjects`]), the durable state of a swarm ([`state`]), the
 //! limits every role enforces ([`limits`]), plan validation ([`validate`]),
-//! the mission intake format ([`mission`]) and what makes an attempt a
-//! success ([`outcome`]). This crate has no tokio and no
-//! NATS client: `cargo tree -p swarm-common -i tokio` finds nothing.
+//! the mission intake format ([`mission`]), what makes an attempt a
+//! success ([`outcome`]) and the JSON Schemas of all of it ([`schema`]);
+//! `docs/protocol.md` is the specification built on them. This crate has no
+//! tokio and no NATS client: `cargo tree -p swarm-common -i tokio` finds
+//! nothing.
 
 pub mod approval;
 pub mod codec;
@@ -17,6 +19,8 @@ pub mod limits;
 pub mod messages;
 pub mod mission;
 pub mod outcome;
+pub mod schema;
+mod seed;
 pub mod state;
 pub mod subjects;
 pub mod timestamp;

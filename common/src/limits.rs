@@ -7,13 +7,14 @@
 //! gates' bounds again, so a plan that never passed intake still cannot make
 //! a worker or a manager do unbounded work.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Bounds on one mission. Carried in the deployment so that the manager and
 /// the workers enforce the same numbers the boss accepted the mission with.
 /// Every field has a default, so a message from a build that knew fewer
 /// limits still decodes (with today's defaults for the rest).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct Limits {
     /// Largest mission payload accepted on `boss.missions`, in bytes.
@@ -59,7 +60,7 @@ impl Default for Limits {
 
 /// Bounds on what a plan's tasks carry ([`Limits::task`]). Every field has
 /// a default, so a message from a build that knew fewer still decodes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct TaskLimits {
     /// Longest task title or worker role, in bytes (default 256). Titles are

@@ -4,52 +4,83 @@
 //! so a peer of the original C# A2AP reads our JSON. The envelope's fields sit
 //! beside the payload's fields in one flat object, as the seed's message
 //! classes inherit them from one base class.
+//!
+//! What the seed's classes name differently is read under the seed's names
+//! too (serde aliases, and readers that take both shapes where the seed's
+//! shape differs: the flat `Error`, a plan's `original_task`), and written
+//! in ours only: a peer that speaks the seed's A2AP can send to Swarm
+//! (`common/tests/seed.rs` holds the seed's JSON, checked to decode).
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::codec::{Codec, CodecError};
 use crate::error::{ErrorBody, ErrorCode};
 use crate::gates::GateSpec;
 use crate::limits::Limits;
+use crate::seed;
 
-/// The kind of an A2AP message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// The kind of an A2AP message, written as the variant's name
+/// (`"ProgressUpdate"`); the snake_case spelling (`"progress_update"`) is read
+/// too, for peers whose JSON policy lower-cases enums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum MessageType {
     /// A plan handed from the boss to the managers.
+    #[serde(alias = "swarm_deployment")]
     SwarmDeployment,
     /// A task handed from a manager to a worker pool.
+    #[serde(alias = "task_assignment")]
     TaskAssignment,
     /// A worker's report of how far a task has come.
+    #[serde(alias = "progress_update")]
     ProgressUpdate,
     /// A worker's result for a task.
+    #[serde(alias = "result_submission")]
     ResultSubmission,
     /// A manager's one and only report for a finished swarm.
+    #[serde(alias = "final_report")]
     FinalReport,
     /// A typed error.
+    #[serde(alias = "error")]
     Error,
     /// A command to a swarm (cancel, ...).
+    #[serde(alias = "control")]
     Control,
 }
 
-/// Where a task stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// Where a task stands. The seed's statuses are `Pending`, `InProgress`,
+/// `Completed`, `Failed` and `Cancelled`; `Assigned` and `InputRequired` are
+/// ours. Each is also read in snake_case, and `Cancelled` as .NET spells
+/// it (`Canceled`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 pub enum TaskStatus {
     /// Waiting for its dependencies.
+    #[serde(alias = "pending")]
     Pending,
     /// Handed to a worker pool, not yet picked up.
+    #[serde(alias = "assigned")]
     Assigned,
     /// A worker is on it.
+    #[serde(alias = "in_progress")]
     InProgress,
     /// The task waits for a person's answer.
+    #[serde(alias = "input_required")]
     InputRequired,
     /// Done and accepted by the manager's review.
+    #[serde(alias = "completed")]
     Completed,
     /// Ended without an accepted result.
+    #[serde(alias = "failed")]
     Failed,
     /// Will not run: cancelled, or a dependency failed.
+    #[serde(alias = "cancelled")]
+    #[serde(alias = "Canceled")]
+    #[serde(alias = "canceled")]
     Cancelled,
 }
 
@@ -64,7 +95,7 @@ impl TaskStatus {
 }
 
 /// Who an agent is in the hierarchy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum AgentRole {
     /// Plans teams and renders reports.
     Boss,
@@ -77,9 +108,11 @@ pub enum AgentRole {
 }
 
 /// One specialised worker persona of a plan: a prompt and tools, not a process.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct WorkerDeploymentPlan {
-    /// Unique name within the plan; tasks are `assigned_to` it.
+    /// Unique name within the plan; tasks are `assigned_to` it. The seed
+    /// calls it `worker_name`, which is read too.
+    #[serde(alias = "worker_name")]
     pub name: String,
     /// What this persona specialises in.
     #[serde(default)]
@@ -108,7 +141,7 @@ pub fn default_pool() -> String {
 }
 
 /// One task of a plan.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskDefinition {
     /// Unique within the plan; letters, digits, `-` and `_` only (it becomes a subject token).
     pub task_id: String,
@@ -123,7 +156,14 @@ pub struct TaskDefinition {
     #[serde(default)]
     pub dependencies: Vec<String>,
     /// Higher runs first among ready tasks; derived from the graph when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Read from any JSON number the seed's `int` may hold (a negative one
+    /// is 0). The seed's `estimated_minutes` is read and not kept: nothing
+    /// here schedules by estimates.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "seed::priority"
+    )]
     pub priority: Option<u32>,
     /// A tighter result size limit for this task, checked by the manager's gate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -135,7 +175,7 @@ pub struct TaskDefinition {
 }
 
 /// A mission's budget for model use; `None` is no limit.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MissionBudget {
     /// Most tokens (input and output) the whole mission may use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -167,7 +207,7 @@ impl MissionBudget {
 }
 
 /// A team for a mission: the manager's directive, worker personas and tasks.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SwarmDeploymentPlan {
     /// What the manager is told to achieve and how to judge it.
     #[serde(default)]
@@ -192,7 +232,7 @@ pub trait Payload: Serialize + DeserializeOwned {
 }
 
 /// Every A2AP message: the seed's envelope fields, flat beside the payload's.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Envelope<T> {
     /// The A2AP version the sender wrote.
     pub protocol_version: String,
@@ -200,6 +240,7 @@ pub struct Envelope<T> {
     pub message_id: String,
     /// When the sender made it.
     #[serde(with = "crate::timestamp")]
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub timestamp: DateTime<Utc>,
     /// The sending agent's id.
     pub sender_agent: String,
@@ -611,7 +652,11 @@ pub struct Header {
 }
 
 /// A plan handed to the managers, with the mission it serves.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// A seed's plan says its mission itself: when `mission` is absent it is the
+/// plan's `original_task`, and when `deadline` is, `accepted_at` plus the
+/// plan's `max_execution_minutes` (else the limits').
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct SwarmDeployment {
     /// The mission's text.
     pub mission: String,
@@ -628,9 +673,11 @@ pub struct SwarmDeployment {
     pub budget: MissionBudget,
     /// When the boss accepted the mission.
     #[serde(with = "crate::timestamp")]
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub accepted_at: DateTime<Utc>,
     /// When the swarm must be done.
     #[serde(with = "crate::timestamp")]
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub deadline: DateTime<Utc>,
 }
 
@@ -638,12 +685,58 @@ impl Payload for SwarmDeployment {
     const MESSAGE_TYPE: MessageType = MessageType::SwarmDeployment;
 }
 
+impl<'de> Deserialize<'de> for SwarmDeployment {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct OnWire {
+            #[serde(default)]
+            mission: Option<String>,
+            #[serde(default)]
+            mission_id: Option<String>,
+            plan: seed::PlanOnWire,
+            #[serde(default)]
+            limits: Limits,
+            #[serde(default)]
+            budget: MissionBudget,
+            #[serde(with = "crate::timestamp")]
+            accepted_at: DateTime<Utc>,
+            #[serde(default, with = "crate::timestamp::option")]
+            deadline: Option<DateTime<Utc>>,
+        }
+        let w = OnWire::deserialize(d)?;
+        let read = seed::ReadPlan::from(w.plan);
+        let mission = w
+            .mission
+            .or(read.original_task)
+            .ok_or_else(|| serde::de::Error::missing_field("mission"))?;
+        let minutes = read
+            .max_execution_minutes
+            .unwrap_or(w.limits.max_execution_minutes);
+        let deadline = match w.deadline {
+            Some(t) => t,
+            None => w
+                .accepted_at
+                .checked_add_signed(chrono::Duration::minutes(i64::from(minutes)))
+                .ok_or_else(|| serde::de::Error::custom("the deadline is out of range"))?,
+        };
+        Ok(SwarmDeployment {
+            mission,
+            mission_id: w.mission_id,
+            plan: read.plan,
+            deadline,
+            limits: w.limits,
+            budget: w.budget,
+            accepted_at: w.accepted_at,
+        })
+    }
+}
+
 /// The finished result of a dependency, handed to a task as context. The
 /// result's text is the `ResultSubmission` at `result_seq` in the A2AP stream;
 /// the manager also carries it in `result` when it has it at hand and it is
 /// small, which spares the worker a read. An assignment stays small however
 /// large its inputs are.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ContextRef {
     /// The dependency.
     pub task_id: String,
@@ -657,7 +750,7 @@ pub struct ContextRef {
 }
 
 /// A task handed to a worker pool, with the persona to play.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskAssignment {
     /// The task.
     pub task_id: String,
@@ -690,6 +783,7 @@ pub struct TaskAssignment {
     pub priority: u32,
     /// When the swarm must be done.
     #[serde(with = "crate::timestamp")]
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub deadline: DateTime<Utc>,
     /// What the output must satisfy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -715,19 +809,25 @@ impl Payload for TaskAssignment {
 }
 
 /// How far a task has come.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ProgressUpdate {
     /// The task.
     pub task_id: String,
     /// Its status now.
     pub status: TaskStatus,
-    /// 0 to 100.
+    /// 0 to 100. Read from any number (the seed's may have a fraction),
+    /// rounded and held to 0-100.
+    #[serde(deserialize_with = "seed::percentage")]
     pub progress_percentage: u8,
-    /// What is happening, for people.
+    /// What is happening, for people (the seed's `progress_description`,
+    /// read too).
+    #[serde(alias = "progress_description")]
     pub message: String,
-    /// The attempt this update belongs to.
+    /// The attempt this update belongs to (0 from a peer that does not say).
+    #[serde(default)]
     pub attempt: u32,
-    /// The revision this update belongs to.
+    /// The revision this update belongs to (0 from a peer that does not say).
+    #[serde(default)]
     pub revision: u32,
     /// Numbers such as steps taken, tool calls, tokens, elapsed milliseconds.
     #[serde(default)]
@@ -739,7 +839,7 @@ impl Payload for ProgressUpdate {
 }
 
 /// One step of an agent loop, as recorded in a result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StepRecord {
     /// 1-based step number.
     pub step: u32,
@@ -757,7 +857,7 @@ pub struct StepRecord {
 }
 
 /// A worker's result for one attempt and revision of a task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ResultSubmission {
     /// The task.
     pub task_id: String,
@@ -775,9 +875,11 @@ pub struct ResultSubmission {
     pub worker_id: String,
     /// When the worker started.
     #[serde(with = "crate::timestamp")]
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub started_at: DateTime<Utc>,
     /// When the worker finished.
     #[serde(with = "crate::timestamp")]
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub completed_at: DateTime<Utc>,
     /// The agent loop's steps.
     #[serde(default)]
@@ -802,7 +904,7 @@ impl Payload for ResultSubmission {
 }
 
 /// One quality gate's verdict on one version of a result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct GateVerdict {
     /// The gate's name.
     pub gate: String,
@@ -816,7 +918,7 @@ pub struct GateVerdict {
 }
 
 /// How one task ended, in the final report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskOutcome {
     /// The task.
     pub task_id: String,
@@ -848,6 +950,7 @@ pub struct TaskOutcome {
         skip_serializing_if = "Option::is_none",
         with = "crate::timestamp::option"
     )]
+    #[schemars(schema_with = "crate::timestamp::option::schema")]
     pub assigned_at: Option<DateTime<Utc>>,
     /// When a worker started the accepted version.
     #[serde(
@@ -855,6 +958,7 @@ pub struct TaskOutcome {
         skip_serializing_if = "Option::is_none",
         with = "crate::timestamp::option"
     )]
+    #[schemars(schema_with = "crate::timestamp::option::schema")]
     pub started_at: Option<DateTime<Utc>>,
     /// When it ended.
     #[serde(
@@ -862,6 +966,7 @@ pub struct TaskOutcome {
         skip_serializing_if = "Option::is_none",
         with = "crate::timestamp::option"
     )]
+    #[schemars(schema_with = "crate::timestamp::option::schema")]
     pub completed_at: Option<DateTime<Utc>>,
     /// Why it failed or was cancelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -875,7 +980,7 @@ pub struct TaskOutcome {
 }
 
 /// How a swarm stands; in the final report, how it went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum SwarmStatus {
     /// Tasks are being worked on.
     Running,
@@ -897,7 +1002,7 @@ impl SwarmStatus {
 }
 
 /// A manager's one report for a finished swarm.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct FinalReport {
     /// How the mission went, honestly.
     pub overall_status: SwarmStatus,
@@ -915,9 +1020,11 @@ pub struct FinalReport {
     pub metrics: BTreeMap<String, f64>,
     /// When the mission was accepted.
     #[serde(with = "crate::timestamp")]
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub started_at: DateTime<Utc>,
     /// When the swarm ended.
     #[serde(with = "crate::timestamp")]
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub completed_at: DateTime<Utc>,
 }
 
@@ -926,7 +1033,12 @@ impl Payload for FinalReport {
 }
 
 /// The A2AP `Error` message: the error envelope plus the task it concerns.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Also read in the seed's flat shape: `error_code` (one of our codes in any
+/// spelling; another is kept as the detail `error_code` of an `internal`
+/// error), `error_message`, `details` (a sentence, or a map) and
+/// `affected_task_id` (the task).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct ErrorMessage {
     /// The task concerned, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -946,6 +1058,18 @@ impl Payload for ErrorMessage {
     const MESSAGE_TYPE: MessageType = MessageType::Error;
 }
 
+impl<'de> Deserialize<'de> for ErrorMessage {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (task_id, attempt, error, token) = seed::ErrorOnWire::deserialize(d)?.into_parts()?;
+        Ok(ErrorMessage {
+            task_id,
+            attempt,
+            error,
+            token,
+        })
+    }
+}
+
 /// How every notice that a swarm has ended begins: the reason of the
 /// `Control::Cancel` a manager sends its workers when a swarm ends before its
 /// tasks, and of the approvals and questions closed because of it.
@@ -957,7 +1081,7 @@ pub fn swarm_ended(status: SwarmStatus) -> String {
 }
 
 /// A command to a swarm, sent on `a2ap.<swarm>.control`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "command", rename_all = "snake_case")]
 pub enum Control {
     /// Stop the swarm: no new assignments; the report says Cancelled.
@@ -977,7 +1101,7 @@ impl Payload for Control {
 
 /// A record of an input that can never be processed, kept with the reason
 /// on `swarm.deadletter.<source>` so nothing is dropped silently.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DeadLetter {
     /// The subject the input arrived on.
     pub subject: String,
@@ -991,6 +1115,7 @@ pub struct DeadLetter {
     pub recorded_by: String,
     /// When.
     #[serde(with = "crate::timestamp")]
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub recorded_at: DateTime<Utc>,
 }
 

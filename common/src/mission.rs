@@ -2,6 +2,7 @@
 //! record the boss keeps of each accepted mission.
 
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::codec::{self, Codec};
@@ -11,7 +12,13 @@ use crate::messages::{SwarmDeploymentPlan, SwarmStatus};
 
 /// A mission as JSON or MessagePack. Plain text is the same with only
 /// `mission` set.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// The plan may be the seed's: what it says of its mission fills what the
+/// request leaves out. Its `original_task` is the mission's text when
+/// `mission` is absent, its `max_execution_minutes` the time limit when the
+/// request sets none, and its `swarm_id` the `mission_id` when the request
+/// has none (so the same plan sent twice makes one swarm).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MissionRequest {
     /// What the swarm should achieve.
@@ -37,6 +44,58 @@ pub struct MissionRequest {
     /// The A2AP version the caller speaks (also accepted as the `A2ap-Version` header).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol_version: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for MissionRequest {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct OnWire {
+            #[serde(default)]
+            mission: Option<String>,
+            #[serde(default)]
+            mission_id: Option<String>,
+            #[serde(default)]
+            max_execution_minutes: Option<u32>,
+            #[serde(default)]
+            max_execution_seconds: Option<u32>,
+            #[serde(default)]
+            max_tokens: Option<u64>,
+            #[serde(default)]
+            max_cost_usd: Option<f64>,
+            #[serde(default)]
+            plan: Option<crate::seed::PlanOnWire>,
+            #[serde(default)]
+            protocol_version: Option<String>,
+        }
+        let w = OnWire::deserialize(d)?;
+        let (plan, original_task, minutes, swarm_id) = match w.plan.map(crate::seed::ReadPlan::from)
+        {
+            Some(r) => (
+                Some(r.plan),
+                r.original_task,
+                r.max_execution_minutes,
+                r.swarm_id,
+            ),
+            None => (None, None, None, None),
+        };
+        Ok(MissionRequest {
+            mission: w
+                .mission
+                .or(original_task)
+                .ok_or_else(|| serde::de::Error::missing_field("mission"))?,
+            mission_id: w.mission_id.or(swarm_id),
+            max_execution_minutes: w.max_execution_minutes.or(
+                // The plan's limit, unless the request set one of its own.
+                minutes.filter(|_| w.max_execution_seconds.is_none()),
+            ),
+            max_execution_seconds: w.max_execution_seconds,
+            max_tokens: w.max_tokens,
+            max_cost_usd: w.max_cost_usd,
+            plan,
+            protocol_version: w.protocol_version,
+        })
+    }
 }
 
 impl MissionRequest {
@@ -77,7 +136,7 @@ impl MissionFormat {
 }
 
 /// The answer to an accepted mission.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct MissionReply {
     /// The swarm that carries out the mission.
     pub swarm_id: String,
@@ -89,7 +148,7 @@ pub struct MissionReply {
 }
 
 /// The answer to a refused mission.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MissionErrorReply {
     /// Why it was refused.
     pub error: ErrorBody,
@@ -277,7 +336,7 @@ pub fn swarm_id_for(mission_id: Option<&str>) -> String {
 }
 
 /// Where a mission is in the boss's hands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum MissionStatus {
     /// Recorded, waiting for a plan.
     Accepted,
@@ -290,7 +349,7 @@ pub enum MissionStatus {
 }
 
 /// What the boss keeps of a mission (stream `MISSIONS`, bucket `missions`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MissionRecord {
     /// The swarm.
     pub swarm_id: String,
@@ -300,9 +359,11 @@ pub struct MissionRecord {
     pub status: MissionStatus,
     /// When it was accepted.
     #[serde(with = "crate::timestamp")]
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub accepted_at: DateTime<Utc>,
     /// When this record last changed.
     #[serde(with = "crate::timestamp")]
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub updated_at: DateTime<Utc>,
     /// The deployed plan.
     #[serde(default)]

@@ -3,13 +3,14 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::limits::Limits;
 use crate::messages::{GateVerdict, SwarmStatus, TaskDefinition, TaskStatus, WorkerDeploymentPlan};
 
 /// One task of a swarm, as the manager tracks it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskState {
     /// The task as planned.
     pub definition: TaskDefinition,
@@ -28,12 +29,15 @@ pub struct TaskState {
     pub feedback: Vec<String>,
     /// When it was first assigned.
     #[serde(default, with = "crate::timestamp::option")]
+    #[schemars(schema_with = "crate::timestamp::option::schema")]
     pub assigned_at: Option<DateTime<Utc>>,
     /// When a worker started the latest version.
     #[serde(default, with = "crate::timestamp::option")]
+    #[schemars(schema_with = "crate::timestamp::option::schema")]
     pub started_at: Option<DateTime<Utc>>,
     /// When it ended.
     #[serde(default, with = "crate::timestamp::option")]
+    #[schemars(schema_with = "crate::timestamp::option::schema")]
     pub completed_at: Option<DateTime<Utc>>,
     /// Stream sequence of the accepted `ResultSubmission`.
     #[serde(default)]
@@ -63,7 +67,7 @@ pub struct TaskState {
 }
 
 /// The durable state of one swarm.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SwarmState {
     /// The swarm.
     pub swarm_id: String,
@@ -90,15 +94,19 @@ pub struct SwarmState {
     pub budget: crate::messages::MissionBudget,
     /// When the boss accepted the mission.
     #[serde(with = "crate::timestamp")]
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub accepted_at: DateTime<Utc>,
     /// When the manager took the deployment.
     #[serde(with = "crate::timestamp")]
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub started_at: DateTime<Utc>,
     /// When the swarm must be done.
     #[serde(with = "crate::timestamp")]
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub deadline: DateTime<Utc>,
     /// When it ended.
     #[serde(default, with = "crate::timestamp::option")]
+    #[schemars(schema_with = "crate::timestamp::option::schema")]
     pub completed_at: Option<DateTime<Utc>>,
     /// Why it was cancelled, if it was.
     #[serde(default)]

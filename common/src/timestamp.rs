@@ -13,7 +13,9 @@
 //! chrono as before, so what is accepted and what is written are unchanged.
 //!
 //! Use with `#[serde(with = "crate::timestamp")]` on a `DateTime<Utc>`
-//! field, and `crate::timestamp::option` on an `Option<DateTime<Utc>>`.
+//! field, and `crate::timestamp::option` on an `Option<DateTime<Utc>>`; their
+//! JSON Schemas with `#[schemars(schema_with = "crate::timestamp::schema")]`
+//! and `crate::timestamp::option::schema`.
 
 use std::fmt;
 
@@ -141,6 +143,11 @@ pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<DateTim
     deserializer.deserialize_str(Visitor)
 }
 
+/// The JSON Schema of a timestamp: RFC 3339 text.
+pub fn schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "format": "date-time"})
+}
+
 /// The same for an optional timestamp (`None` is nil / null).
 pub mod option {
     use super::*;
@@ -191,6 +198,11 @@ pub mod option {
         deserializer: D,
     ) -> Result<Option<DateTime<Utc>>, D::Error> {
         deserializer.deserialize_option(OptVisitor)
+    }
+
+    /// The JSON Schema of an optional timestamp: RFC 3339 text or null.
+    pub fn schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": ["string", "null"], "format": "date-time"})
     }
 }
 

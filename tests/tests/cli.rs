@@ -3,7 +3,8 @@
 //! finished swarms, approvals and questions of ended swarms, the exit codes
 //! of following a mission, plain progress lines when stdout is not a
 //! terminal, global connection flags, and `swarm demo` run from a folder
-//! outside the repository.
+//! outside the repository, and `swarm inspect` reading stored messages and
+//! values whatever their codec.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests report failure by panicking
 
@@ -498,6 +499,161 @@ async fn an_ended_swarm_takes_no_decision_or_answer() {
     );
 
     assert_code(&swarm(&url, &["cancel", &live]).await, 0);
+    cluster.stop(Duration::from_secs(5)).await;
+}
+
+/// `swarm inspect` shows any stored message or value as JSON: the state,
+/// a message of the A2AP or WORK stream by its sequence (MessagePack or
+/// JSON, by its `Content-Type`), a bucket's value by its bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_decodes_stored_messages_and_values_to_json() {
+    let cluster = common::one_of_each().await;
+    let url = cluster.url();
+    let nc = cluster.client().await;
+    let js = async_nats::jetstream::new(nc.clone());
+    let done = submit(&nc, &echo_mission("inspected")).await;
+    settled(&nc, &done).await;
+
+    // The state, as the client library reads it.
+    let run = swarm(&url, &["inspect", "state", &done]).await;
+    assert_code(&run, 0);
+    let state = swarm_client::client::state(&nc, &done)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(run.json(), serde_json::to_value(&state).unwrap());
+    assert_eq!(run.json()["status"], "Completed");
+    assert!(
+        run.stderr.contains(&format!("swarms/{done} revision "))
+            && run.stderr.contains("SwarmState (application/msgpack)"),
+        "{run:?}"
+    );
+
+    // The final report, by its sequence in the A2AP stream.
+    let a2ap = js.get_stream(subjects::A2AP_STREAM).await.unwrap();
+    let report = a2ap
+        .get_last_raw_message_by_subject(&subjects::report(&done))
+        .await
+        .unwrap();
+    let run = swarm(&url, &["inspect", "msg", &report.sequence.to_string()]).await;
+    assert_code(&run, 0);
+    let json = run.json();
+    assert_eq!(json["message_type"], "FinalReport");
+    assert_eq!(json["swarm_id"], done.as_str());
+    assert_eq!(json["overall_status"], "Completed");
+    assert_eq!(json["task_results"][0]["result"], "inspected");
+    assert!(
+        run.stderr
+            .contains(&format!("A2AP #{} a2ap.{done}.report", report.sequence)),
+        "{run:?}"
+    );
+
+    // A message stored as JSON is read as JSON.
+    let progress = swarm_common::Envelope::new(
+        "a-peer",
+        "watchers",
+        done.as_str(),
+        "say",
+        swarm_common::ProgressUpdate {
+            task_id: "say".into(),
+            status: swarm_common::TaskStatus::InProgress,
+            progress_percentage: 50,
+            message: "half way, in JSON".into(),
+            attempt: 1,
+            revision: 0,
+            metrics: Default::default(),
+        },
+    );
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Content-Type", "application/json");
+    let ack = js
+        .publish_with_headers(
+            subjects::progress(&done, "say"),
+            headers,
+            Bytes::from(progress.encode(Codec::Json).unwrap()),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let run = swarm(&url, &["inspect", "msg", &ack.sequence.to_string()]).await;
+    assert_code(&run, 0);
+    assert_eq!(run.json(), serde_json::to_value(&progress).unwrap());
+    assert!(
+        run.stderr.contains("ProgressUpdate (application/json)"),
+        "{run:?}"
+    );
+
+    // An assignment waits in the WORK stream while its task runs.
+    let live = submit(&nc, &sleeping_mission("inspect live", 60_000)).await;
+    running(&nc, &live).await;
+    let work = js.get_stream(subjects::WORK_STREAM).await.unwrap();
+    let assignment = work
+        .get_last_raw_message_by_subject(&subjects::work("general", &live, "nap"))
+        .await
+        .unwrap();
+    let seq = assignment.sequence.to_string();
+    let run = swarm(&url, &["inspect", "msg", &seq, "--stream", "WORK"]).await;
+    assert_code(&run, 0);
+    assert_eq!(run.json()["message_type"], "TaskAssignment");
+    assert_eq!(run.json()["task_id"], "nap");
+    assert_code(&swarm(&url, &["cancel", &live]).await, 0);
+
+    // Bucket values by their bucket: a mission record, an approval, a note.
+    let run = swarm(&url, &["inspect", "kv", "missions", &done]).await;
+    assert_code(&run, 0);
+    assert_eq!(run.json()["swarm_id"], done.as_str());
+    assert!(run.stderr.contains("MissionRecord"), "{run:?}");
+    let approvals = js.get_key_value(subjects::APPROVALS_BUCKET).await.unwrap();
+    let now = chrono::Utc::now();
+    let record = ApprovalRecord {
+        approval_id: "inspect-me".into(),
+        swarm_id: Some(done.clone()),
+        task_id: Some("say".into()),
+        tool: "shell".into(),
+        arguments: serde_json::json!({"command": "ls"}),
+        requested_by: "worker-1".into(),
+        requested_at: now,
+        expires_at: now + chrono::TimeDelta::minutes(5),
+        status: ApprovalStatus::Pending,
+        decided_by: None,
+        reason: None,
+    };
+    approvals
+        .put(
+            "inspect-me",
+            Bytes::from(Codec::MsgPack.encode(&record).unwrap()),
+        )
+        .await
+        .unwrap();
+    let run = swarm(&url, &["inspect", "kv", "approvals", "inspect-me"]).await;
+    assert_code(&run, 0);
+    assert_eq!(run.json(), serde_json::to_value(&record).unwrap());
+    let memory = js.get_key_value(subjects::MEMORY_BUCKET).await.unwrap();
+    memory
+        .put("shared.inspect-note", Bytes::from_static(b"plain text"))
+        .await
+        .unwrap();
+    let run = swarm(&url, &["inspect", "kv", "memory", "shared.inspect-note"]).await;
+    assert_code(&run, 0);
+    assert_eq!(run.json(), "plain text");
+    assert!(run.stderr.contains("text (text/plain)"), "{run:?}");
+
+    // What is not there is an error that says so.
+    for args in [
+        vec!["inspect", "kv", "swarms", "no-such-swarm"],
+        vec!["inspect", "msg", "999999"],
+        vec!["inspect", "kv", "no bucket", "k"],
+        vec!["inspect", "state", "not a swarm id"],
+    ] {
+        let run = swarm(&url, &args).await;
+        assert_code(&run, 1);
+        assert!(run.stdout.is_empty(), "{args:?}: {run:?}");
+    }
+    approvals.delete("inspect-me").await.unwrap();
+    let run = swarm(&url, &["inspect", "kv", "approvals", "inspect-me"]).await;
+    assert_code(&run, 1);
+    assert!(run.stderr.contains("was removed"), "{run:?}");
     cluster.stop(Duration::from_secs(5)).await;
 }
 

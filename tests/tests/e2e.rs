@@ -300,6 +300,67 @@ async fn a_failed_task_cancels_its_dependents_and_the_report_says_failed() {
     cluster.stop(Duration::from_secs(5)).await;
 }
 
+/// A plan as the seed's A2AP classes write it (personas named
+/// `worker_name`, no tasks, the mission in `original_task`, the limit in
+/// `max_execution_minutes`, the swarm named by `swarm_id`) runs: one task
+/// per persona, on the plan's own text, within its limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_in_the_seeds_shape_runs_one_task_per_persona() {
+    let cluster = common::one_of_each().await;
+    let nc = cluster.client().await;
+    let persona = |name: &str| {
+        serde_json::json!({
+            "worker_name": name,
+            "role": format!("{name} role"),
+            "system_prompt": format!("You are {name}."),
+            "tools": ["echo"],
+            "collaborators": [],
+        })
+    };
+    let original_task = common::echo("seed task done");
+    let seed_id = format!("seed-{}", uuid::Uuid::new_v4());
+    let body = serde_json::json!({
+        "plan": {
+            "swarm_id": seed_id,
+            "manager_name": "manager-alpha",
+            "original_task": original_task,
+            "max_execution_minutes": 15,
+            "workers": [persona("researcher"), persona("writer")],
+        }
+    });
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Content-Type", "application/json");
+    let reply = common::raw_request(&nc, Some(headers), serde_json::to_vec(&body).unwrap()).await;
+    let reply: swarm_common::mission::MissionReply = serde_json::from_slice(&reply.payload)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&reply.payload)));
+    // The plan's swarm id is the mission id: the same plan makes one swarm.
+    assert_eq!(
+        reply.swarm_id,
+        swarm_common::mission::swarm_id_for(Some(&seed_id))
+    );
+    let report = common::final_report(&cluster, &nc, &reply.swarm_id, 60).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
+    assert_eq!(report.mission, original_task);
+    let by_persona: Vec<(&str, &str)> = report
+        .task_results
+        .iter()
+        .map(|t| (t.assigned_to.as_str(), t.result.as_str()))
+        .collect();
+    assert_eq!(
+        by_persona,
+        [
+            ("researcher", "seed task done"),
+            ("writer", "seed task done")
+        ]
+    );
+    let state = common::state(&nc, &reply.swarm_id).await;
+    assert_eq!(
+        state.deadline - state.accepted_at,
+        chrono::Duration::minutes(15)
+    );
+    cluster.stop(Duration::from_secs(5)).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mission_wider_than_the_clients_publish_window_is_deployed_whole() {
     // A NATS connection lets 5,000 publishes wait for their acks; a
