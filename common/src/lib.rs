@@ -11,6 +11,7 @@
 
 pub mod approval;
 pub mod codec;
+pub mod condition;
 pub mod error;
 pub mod gates;
 pub mod limits;
