@@ -8,7 +8,7 @@
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use swarm_common::{ErrorBody, ErrorCode, TaskOutcome};
+use swarm_common::{ErrorBody, ErrorCode, TaskOutcome, TaskStatus};
 
 use crate::provider::{ChatMessage, CompletionRequest, Provider, ProviderError, Usage};
 use crate::text::shorten;
@@ -207,6 +207,8 @@ pub async fn summarize_with_provider(
             t.status,
             t.title,
             match &t.error {
+                // A skip is an outcome of the plan, not something that went wrong.
+                Some(e) if t.status == TaskStatus::Skipped => format!("skipped: {e}"),
                 Some(e) if t.result.is_empty() => format!("error: {e}"),
                 _ => shorten(&t.result, MAX_SUMMARIZED_BYTES),
             }

@@ -278,6 +278,8 @@ struct TaskView {
     result_truncated: bool,
     result_seq: Option<u64>,
     error: Option<String>,
+    /// Why a skipped task's condition did not hold (shown neutral, not as an error).
+    skip_reason: Option<String>,
     revisions_judged: Vec<RevisionView>,
     gates_passed: usize,
     gates_failed: usize,
@@ -404,7 +406,8 @@ impl FailureView {
         let (mut failed, mut cancelled, mut unfinished) = (0, 0, 0);
         for (i, t) in tasks {
             match t.status {
-                TaskStatus::Completed => continue,
+                // A skip is an outcome, not why a mission did not complete.
+                TaskStatus::Completed | TaskStatus::Skipped => continue,
                 TaskStatus::Failed => failed += 1,
                 TaskStatus::Cancelled => cancelled += 1,
                 _ => unfinished += 1,
@@ -527,7 +530,14 @@ impl TaskView {
             result_bytes: human_bytes(t.result.len() as u64),
             result_truncated: t.result_truncated,
             result_seq: t.result_seq,
-            error: t.error.clone().filter(|e| !e.trim().is_empty()),
+            error: t
+                .error
+                .clone()
+                .filter(|e| !e.trim().is_empty() && t.status != TaskStatus::Skipped),
+            skip_reason: t
+                .error
+                .clone()
+                .filter(|e| !e.trim().is_empty() && t.status == TaskStatus::Skipped),
             revisions_judged,
             gates_passed,
             gates_failed: t.gate_verdicts.len() - gates_passed,
@@ -762,6 +772,7 @@ fn task_badge(status: TaskStatus) -> BadgeView {
         TaskStatus::Completed => badge("Completed", "Completed", "ok"),
         TaskStatus::Failed => badge("Failed", "Failed", "bad"),
         TaskStatus::Cancelled => badge("Cancelled", "Cancelled", "muted"),
+        TaskStatus::Skipped => badge("Skipped", "Skipped", "muted"),
     }
 }
 
@@ -1304,6 +1315,28 @@ mod tests {
         assert_eq!(
             named,
             ["c-failed", "e-failed", "b-cancelled", "f-cancelled"]
+        );
+    }
+
+    #[test]
+    fn a_skipped_task_is_neutral_and_says_why() {
+        let mut review = outcome("review", TaskStatus::Skipped);
+        review.error = Some("condition not met: check's \"/needs_review\" is false".into());
+        let report = report_of(
+            SwarmStatus::Completed,
+            vec![outcome("check", TaskStatus::Completed), review],
+        );
+        let html = render(&report, None);
+        assert!(html.contains(r#"<span class="badge muted" data-status="Skipped">Skipped</span>"#));
+        assert!(html.contains(r#"<div class="callout muted"><strong>Skipped</strong>"#));
+        assert!(html.contains("condition not met: check"));
+        assert!(
+            !html.contains(r#"<div class="callout bad">"#),
+            "a skip is no error"
+        );
+        assert!(
+            !html.contains(r#"id="failure""#),
+            "a completed mission has no failure box"
         );
     }
 }

@@ -52,7 +52,7 @@ impl Tracker {
                 let mark = match task.status {
                     TaskStatus::Pending | TaskStatus::Assigned => Mark::Waiting,
                     TaskStatus::InProgress | TaskStatus::InputRequired => Mark::Running,
-                    TaskStatus::Completed => Mark::Done,
+                    TaskStatus::Completed | TaskStatus::Skipped => Mark::Done,
                     TaskStatus::Failed | TaskStatus::Cancelled => Mark::Failed,
                 };
                 t.tasks.insert(task.definition.task_id.clone(), mark);
@@ -74,7 +74,7 @@ impl Tracker {
                 let mark = match p.status {
                     TaskStatus::Pending | TaskStatus::Assigned => Mark::Waiting,
                     TaskStatus::InProgress | TaskStatus::InputRequired => Mark::Running,
-                    TaskStatus::Completed => Mark::Done,
+                    TaskStatus::Completed | TaskStatus::Skipped => Mark::Done,
                     TaskStatus::Failed | TaskStatus::Cancelled => Mark::Failed,
                 };
                 // A late progress line of a task already reported on does
@@ -104,7 +104,7 @@ impl Tracker {
                 self.total = Some(r.task_results.len());
                 for t in &r.task_results {
                     let mark = match t.status {
-                        TaskStatus::Completed => Mark::Done,
+                        TaskStatus::Completed | TaskStatus::Skipped => Mark::Done,
                         TaskStatus::Failed | TaskStatus::Cancelled => Mark::Failed,
                         _ => Mark::Waiting,
                     };

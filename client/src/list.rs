@@ -57,7 +57,7 @@ pub struct Row {
     pub mission_id: Option<String>,
     /// Where it stands.
     pub status: SwarmStatus,
-    /// Tasks completed (none known before the swarm is deployed).
+    /// Tasks completed or skipped (none known before the swarm is deployed).
     pub tasks_done: Option<usize>,
     /// Tasks planned.
     pub tasks_total: Option<usize>,
@@ -384,7 +384,7 @@ pub fn row(record: &MissionRecord, state: Option<&SwarmState>, status: SwarmStat
         swarm_id: record.swarm_id.clone(),
         mission_id: record.request.mission_id.clone(),
         status,
-        tasks_done: state.map(|s| count(s, TaskStatus::Completed)),
+        tasks_done: state.map(|s| count(s, TaskStatus::Completed) + count(s, TaskStatus::Skipped)),
         tasks_total: state
             .map(|s| s.tasks.len())
             .or_else(|| record.plan.as_ref().map(|p| p.tasks.len())),

@@ -13,6 +13,7 @@
 
 pub mod approval;
 pub mod codec;
+pub mod condition;
 pub mod error;
 pub mod gates;
 pub mod limits;

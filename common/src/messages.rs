@@ -82,6 +82,9 @@ pub enum TaskStatus {
     #[serde(alias = "Canceled")]
     #[serde(alias = "canceled")]
     Cancelled,
+    /// Not run because its condition did not hold: an outcome, not a
+    /// failure ([`crate::condition`]).
+    Skipped,
 }
 
 impl TaskStatus {
@@ -89,7 +92,10 @@ impl TaskStatus {
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+            TaskStatus::Completed
+                | TaskStatus::Failed
+                | TaskStatus::Cancelled
+                | TaskStatus::Skipped
         )
     }
 }
@@ -172,6 +178,10 @@ pub struct TaskDefinition {
     /// corrects itself) and again by the manager's review.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gates: Vec<GateSpec>,
+    /// When to run, decided on the dependencies once they have all ended;
+    /// the task is `Skipped` when it does not hold ([`crate::condition`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<crate::condition::Condition>,
 }
 
 /// A mission's budget for model use; `None` is no limit.
@@ -968,7 +978,7 @@ pub struct TaskOutcome {
     )]
     #[schemars(schema_with = "crate::timestamp::option::schema")]
     pub completed_at: Option<DateTime<Utc>>,
-    /// Why it failed or was cancelled.
+    /// Why it failed, was cancelled or was skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Every gate verdict on every version.

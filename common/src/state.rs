@@ -51,7 +51,7 @@ pub struct TaskState {
     /// The provider that produced the accepted result.
     #[serde(default)]
     pub provider: String,
-    /// Why it failed or was cancelled.
+    /// Why it failed, was cancelled or was skipped.
     #[serde(default)]
     pub error: Option<String>,
     /// The worker that produced the latest result.
@@ -64,6 +64,11 @@ pub struct TaskState {
     /// Every gate verdict on every version.
     #[serde(default)]
     pub gate_verdicts: Vec<GateVerdict>,
+    /// What the accepted result said to the pointer tests of the conditions
+    /// of the tasks that depend on it, by [`crate::condition::Test::key`]:
+    /// decided when the result was accepted, read when they are.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub checks: BTreeMap<String, crate::condition::Check>,
 }
 
 /// The durable state of one swarm.

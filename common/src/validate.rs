@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
+use crate::condition::{self, Condition};
 use crate::error::{ErrorBody, ErrorCode};
 use crate::gates::excerpt;
 use crate::limits::Limits;
@@ -42,6 +43,7 @@ pub fn expand_tasks(plan: &SwarmDeploymentPlan) -> Cow<'_, [TaskDefinition]> {
             priority: None,
             max_result_bytes: None,
             gates: Vec::new(),
+            condition: None,
         })
         .collect();
     Cow::Owned(tasks)
@@ -53,7 +55,8 @@ pub fn expand_tasks(plan: &SwarmDeploymentPlan) -> Cow<'_, [TaskDefinition]> {
 /// sizes are within the limits: prompts, titles, and every task's gates
 /// ([`crate::gates::check_gates`]: how many, their size, their schemas'
 /// depth, nodes and `$ref`s, their regular expressions, per task and in the
-/// whole plan). The error names the first problem found. The work is linear
+/// whole plan), and every task's condition names only its own dependencies
+/// and is well formed ([`crate::condition`]). The error names the first problem found. The work is linear
 /// in the plan's size: nothing is compiled here.
 pub fn validate_plan(plan: &SwarmDeploymentPlan, limits: &Limits) -> Result<(), ErrorBody> {
     if plan.workers.is_empty() {
@@ -205,9 +208,56 @@ pub fn validate_plan(plan: &SwarmDeploymentPlan, limits: &Limits) -> Result<(), 
                 .with_detail("dependency", excerpt(d, 60)));
             }
         }
+        if let Some(condition) = &t.condition {
+            check_condition(t, condition)?;
+        }
     }
     topological_order(&tasks)?;
     Ok(())
+}
+
+/// Checks a task's condition: within its bounds (tests, nesting), with no
+/// empty `all` or `any`, every test well formed, and naming only the task's
+/// own dependencies (the only tasks whose end it waits for).
+fn check_condition(t: &TaskDefinition, condition: &Condition) -> Result<(), ErrorBody> {
+    let refuse = |message: String| {
+        invalid(format!("task {:?}'s condition: {message}", t.task_id))
+            .with_detail("task_id", &t.task_id)
+    };
+    let tests = condition.tests();
+    if tests.len() > condition::MAX_TESTS || condition.depth() > condition::MAX_DEPTH {
+        return Err(refuse(format!(
+            "it has {} tests nested {} deep; the limits are {} and {}",
+            tests.len(),
+            condition.depth(),
+            condition::MAX_TESTS,
+            condition::MAX_DEPTH
+        )));
+    }
+    if has_empty_list(condition) {
+        return Err(refuse("an `all` or `any` has no conditions".into()));
+    }
+    for test in tests {
+        if !t.dependencies.contains(&test.task) {
+            return Err(refuse(format!(
+                "it tests {:?}, which is not one of its dependencies",
+                excerpt(&test.task, 60)
+            ))
+            .with_detail("dependency", excerpt(&test.task, 60)));
+        }
+        if let Some(problem) = test.problem() {
+            return Err(refuse(format!("on {:?}, {problem}", test.task)));
+        }
+    }
+    Ok(())
+}
+
+fn has_empty_list(c: &Condition) -> bool {
+    match c {
+        Condition::When(_) => false,
+        Condition::All(cs) | Condition::Any(cs) => cs.is_empty() || cs.iter().any(has_empty_list),
+        Condition::Not(c) => has_empty_list(c),
+    }
 }
 
 /// Indices of `tasks` in an order where every task comes after its
@@ -297,6 +347,7 @@ mod tests {
             priority: None,
             max_result_bytes: None,
             gates: Vec::new(),
+            condition: None,
         }
     }
 
@@ -418,6 +469,45 @@ mod tests {
         let e = validate_plan(&plan(vec![t]), &limits).unwrap_err();
         assert_eq!(e.code, ErrorCode::ValidationFailed);
         assert!(e.message.starts_with("task \"a\": "), "{}", e.message);
+    }
+
+    #[test]
+    fn a_condition_may_name_only_the_tasks_own_dependencies() {
+        let when = |v: serde_json::Value| -> Option<Condition> {
+            Some(serde_json::from_value(v).unwrap())
+        };
+        let mut t = task("b", &["a"]);
+        t.condition = when(serde_json::json!(
+            {"when": {"task": "a", "pointer": "/needs_review", "equals": true}}
+        ));
+        let ok = plan(vec![task("a", &[]), task("x", &[]), t.clone()]);
+        assert!(validate_plan(&ok, &Limits::default()).is_ok());
+        // "x" is a task of the plan, but not one b waits for.
+        t.condition = when(serde_json::json!({"all": [
+            {"when": {"task": "a", "status": "completed"}},
+            {"when": {"task": "x", "status": "completed"}}
+        ]}));
+        let e = validate_plan(
+            &plan(vec![task("a", &[]), task("x", &[]), t.clone()]),
+            &Limits::default(),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::ValidationFailed);
+        assert_eq!(e.details["task_id"], "b");
+        assert_eq!(e.details["dependency"], "x");
+        assert!(
+            e.message.contains("not one of its dependencies"),
+            "{}",
+            e.message
+        );
+        // A malformed test and an empty list are refused too.
+        t.condition = when(serde_json::json!({"when": {"task": "a", "pointer": "/x"}}));
+        let e =
+            validate_plan(&plan(vec![task("a", &[]), t.clone()]), &Limits::default()).unwrap_err();
+        assert!(e.message.contains("needs `equals`"), "{}", e.message);
+        t.condition = when(serde_json::json!({"any": []}));
+        let e = validate_plan(&plan(vec![task("a", &[]), t]), &Limits::default()).unwrap_err();
+        assert!(e.message.contains("no conditions"), "{}", e.message);
     }
 
     #[test]

@@ -70,6 +70,13 @@ fn task_definition() -> TaskDefinition {
         priority: Some(3),
         max_result_bytes: Some(4096),
         gates: Vec::new(),
+        condition: Some(
+            serde_json::from_value(serde_json::json!({"any": [
+                {"when": {"task": "t1", "pointer": "/words", "equals": null}},
+                {"not": {"when": {"task": "t1", "status": "skipped"}}}
+            ]}))
+            .unwrap(),
+        ),
     }
 }
 
@@ -87,6 +94,7 @@ fn plan() -> SwarmDeploymentPlan {
                 priority: Some(4),
                 max_result_bytes: Some(8192),
                 gates: Vec::new(),
+                condition: None,
             },
             task_definition(),
         ],
@@ -295,6 +303,14 @@ fn swarm_state() -> SwarmState {
                 reason: String::new(),
                 revision: 1,
             }],
+            checks: [(
+                "/words == null".to_string(),
+                swarm_common::condition::Check {
+                    holds: false,
+                    reason: "t1's \"/words\" is 3, not null".into(),
+                },
+            )]
+            .into(),
         }],
         limits: Limits::default(),
         budget: budget(),

@@ -11,16 +11,16 @@ use swarm_common::{SwarmState, TaskState, TaskStatus};
 /// Lookups over a state's tasks, so that applying one event costs the same
 /// in a mission of 10 tasks as in one of 10,000: a task's position by id,
 /// the tasks that depend on each, and per task how many of its leading
-/// dependencies are known to have completed. Built on first use from the
-/// tasks (which are fixed once a swarm is deployed) and never stored; it is
-/// not part of the state's value, so two [`Indexed`] states that differ only
-/// here are equal.
+/// dependencies are known to have completed (or been skipped). Built on
+/// first use from the tasks (which are fixed once a swarm is deployed) and
+/// never stored; it is not part of the state's value, so two [`Indexed`]
+/// states that differ only here are equal.
 #[derive(Debug, Clone, Default)]
 pub struct TaskIndex {
     positions: OnceLock<HashMap<String, usize>>,
     dependents: OnceLock<Vec<Vec<usize>>>,
-    /// Per task: its first dependencies, up to here, are known completed.
-    /// Completion is final, so this only moves forward.
+    /// Per task: its first dependencies, up to here, are known completed
+    /// or skipped. Both are final, so this only moves forward.
     settled: Vec<usize>,
 }
 
@@ -72,8 +72,8 @@ impl TaskIndex {
         all.get(i).map_or(&[], Vec::as_slice)
     }
 
-    /// Whether every dependency of the task at `i` has completed. Each
-    /// dependency is looked at until it has completed, then never again.
+    /// Whether every dependency of the task at `i` has completed or been
+    /// skipped. Each dependency is looked at until it has, then never again.
     pub fn dependencies_done(&mut self, tasks: &[TaskState], i: usize) -> bool {
         if self.settled.len() != tasks.len() {
             self.settled = vec![0; tasks.len()];
@@ -81,9 +81,9 @@ impl TaskIndex {
         let deps = &tasks[i].definition.dependencies;
         let mut at = self.settled[i];
         while at < deps.len() {
-            let done = self
-                .position(tasks, &deps[at])
-                .is_some_and(|k| tasks[k].status == TaskStatus::Completed);
+            let done = self.position(tasks, &deps[at]).is_some_and(|k| {
+                matches!(tasks[k].status, TaskStatus::Completed | TaskStatus::Skipped)
+            });
             if !done {
                 break;
             }
@@ -131,7 +131,7 @@ impl Indexed {
         self.index.dependents(&self.state.tasks, i)
     }
 
-    /// Whether every dependency of the task at `i` has completed.
+    /// Whether every dependency of the task at `i` has completed or been skipped.
     pub fn dependencies_done(&mut self, i: usize) -> bool {
         self.index.dependencies_done(&self.state.tasks, i)
     }

@@ -10,6 +10,7 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
+use swarm_common::condition::{self, Check, DependencyStatus, Test};
 use swarm_common::outcome::unrecovered_tool_failure;
 use swarm_common::{
     ContextRef, ErrorBody, ErrorCode, GateVerdict, ResultSubmission, SwarmDeployment, SwarmState,
@@ -158,6 +159,7 @@ pub fn deploy(
             worker_id: None,
             redeliveries: 0,
             gate_verdicts: Vec::new(),
+            checks: Default::default(),
         });
     }
     let mut commands = Vec::new();
@@ -420,6 +422,7 @@ fn on_result(
         task.result_bytes = sub.result.len();
         task.result_preview = preview(&sub.result);
         task.provider.clone_from(&sub.provider);
+        check_for_dependents(state, i, &sub.result);
         assign_dependents(state, i, now, commands);
     } else if task.revision < max_revisions {
         task.revision += 1;
@@ -574,27 +577,114 @@ fn assign_dependents(
     assign_if_ready(state, pending, now, commands);
 }
 
-/// Assigns those of `candidates` whose dependencies have all completed,
-/// highest priority first.
+/// Assigns those of `candidates` whose dependencies have all ended
+/// (completed or skipped), highest priority first; one whose condition does
+/// not hold is skipped instead, with the reason, and its own dependents are
+/// looked at in turn (a skip never cancels them: a skipped dependency counts
+/// as done, with no result for their context).
 fn assign_if_ready(
     state: &mut Indexed,
-    candidates: Vec<usize>,
+    mut candidates: Vec<usize>,
     now: DateTime<Utc>,
     commands: &mut Vec<Command>,
 ) {
-    let mut ready: Vec<usize> = candidates
-        .into_iter()
-        .filter(|&i| state.dependencies_done(i))
+    while !candidates.is_empty() {
+        let mut ready: Vec<usize> = candidates
+            .into_iter()
+            .filter(|&i| state.tasks[i].status == TaskStatus::Pending && state.dependencies_done(i))
+            .collect();
+        ready.sort_by_key(|&i| (std::cmp::Reverse(state.tasks[i].priority), i));
+        ready.dedup();
+        let mut skipped = Vec::new();
+        for i in ready {
+            if let Some(why) = unmet_condition(state, i) {
+                let t = &mut state.tasks[i];
+                t.status = TaskStatus::Skipped;
+                t.completed_at = Some(now);
+                t.error = Some(why);
+                skipped.push(i);
+                continue;
+            }
+            let t = &mut state.tasks[i];
+            t.status = TaskStatus::Assigned;
+            t.attempt = 1;
+            t.assigned_at = Some(now);
+            let cmd = assignment(state, &state.tasks[i]);
+            commands.push(cmd);
+        }
+        candidates = skipped
+            .into_iter()
+            .flat_map(|i| state.dependents(i).to_vec())
+            .collect();
+    }
+}
+
+/// Why the condition of the task at `i` does not hold, if it has one and it
+/// does not; decided once its dependencies have all ended.
+fn unmet_condition(state: &Indexed, i: usize) -> Option<String> {
+    let condition = state.tasks[i].definition.condition.as_ref()?;
+    let check = condition.evaluate(&mut |test: &Test| decide_test(state, test));
+    (!check.holds).then(|| format!("condition not met: {}", check.reason))
+}
+
+/// One test of a condition, on a dependency that has ended: its status, or
+/// the outcome of a pointer test kept when its result was accepted.
+fn decide_test(state: &Indexed, test: &Test) -> Check {
+    let Some(dep) = state.task(&test.task) else {
+        return Check {
+            holds: false,
+            reason: format!("{} is not a task of the swarm", test.task),
+        };
+    };
+    let skipped = dep.status == TaskStatus::Skipped;
+    let id = &test.task;
+    if let Some(want) = test.status {
+        let holds = match want {
+            DependencyStatus::Completed => dep.status == TaskStatus::Completed,
+            DependencyStatus::Skipped => skipped,
+        };
+        let was = if skipped { "was skipped" } else { "completed" };
+        return Check {
+            holds,
+            reason: format!("{id} {was}"),
+        };
+    }
+    if skipped {
+        return Check {
+            holds: false,
+            reason: format!("{id} was skipped, so it has no result to test"),
+        };
+    }
+    test.key()
+        .and_then(|key| dep.checks.get(&key).cloned())
+        .unwrap_or_else(|| Check {
+            holds: false,
+            reason: format!("the result of {id} was not checked when it was accepted"),
+        })
+}
+
+/// Decides, on the accepted result of the task at `i`, the pointer tests
+/// that its dependents' conditions make on it, and keeps the outcomes in its
+/// state: the result text is at hand only now.
+fn check_for_dependents(state: &mut Indexed, i: usize, result: &str) {
+    let id = state.tasks[i].definition.task_id.clone();
+    let tests: Vec<Test> = state
+        .dependents(i)
+        .iter()
+        .filter_map(|&j| state.tasks[j].definition.condition.as_ref())
+        .flat_map(|c| c.tests())
+        .filter(|t| t.task == id && t.pointer.is_some())
+        .cloned()
         .collect();
-    ready.sort_by_key(|&i| (std::cmp::Reverse(state.tasks[i].priority), i));
-    ready.dedup();
-    for i in ready {
-        let t = &mut state.tasks[i];
-        t.status = TaskStatus::Assigned;
-        t.attempt = 1;
-        t.assigned_at = Some(now);
-        let cmd = assignment(state, &state.tasks[i]);
-        commands.push(cmd);
+    if tests.is_empty() {
+        return;
+    }
+    let parsed = condition::parse_result(result);
+    for test in tests {
+        if let Some(key) = test.key() {
+            let check = condition::check_result(&id, &test, parsed.as_ref());
+            state.tasks[i].checks.insert(key, check);
+        }
     }
 }
 
@@ -602,10 +692,11 @@ fn finish_if_done(state: &mut SwarmState, now: DateTime<Utc>, commands: &mut Vec
     if state.status.is_terminal() || !state.tasks.iter().all(|t| t.status.is_terminal()) {
         return;
     }
+    // Skipped is an outcome, not a failure: every task that ran completed.
     state.status = if state
         .tasks
         .iter()
-        .all(|t| t.status == TaskStatus::Completed)
+        .all(|t| matches!(t.status, TaskStatus::Completed | TaskStatus::Skipped))
     {
         SwarmStatus::Completed
     } else {

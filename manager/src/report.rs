@@ -140,10 +140,14 @@ fn summary(state: &SwarmState, completed_at: DateTime<Utc>) -> String {
         None => "The mission completed.".to_string(),
     };
     format!(
-        "{verdict} {} of {n} task(s) completed, {} failed, {} cancelled, in {:.2} s. Plan by {}; summary by the manager's rule-based reviewer (offline, no model).",
+        "{verdict} {} of {n} task(s) completed, {} failed, {} cancelled{}, in {:.2} s. Plan by {}; summary by the manager's rule-based reviewer (offline, no model).",
         count(state, TaskStatus::Completed),
         count(state, TaskStatus::Failed),
         count(state, TaskStatus::Cancelled),
+        match count(state, TaskStatus::Skipped) {
+            0 => String::new(),
+            k => format!(", {k} skipped (condition not met)"),
+        },
         seconds(state.accepted_at, completed_at),
         if state.planner.is_empty() {
             "unknown planner"
@@ -170,6 +174,12 @@ fn insights(state: &SwarmState) -> Vec<String> {
         if t.status == TaskStatus::Failed {
             out.push(format!(
                 "{id} failed: {}",
+                t.error.as_deref().unwrap_or("no reason recorded")
+            ));
+        }
+        if t.status == TaskStatus::Skipped {
+            out.push(format!(
+                "{id} was skipped: {}",
                 t.error.as_deref().unwrap_or("no reason recorded")
             ));
         }
@@ -211,6 +221,7 @@ fn metrics(state: &SwarmState, completed_at: DateTime<Utc>) -> BTreeMap<String, 
         "tasks_cancelled".into(),
         f(count(state, TaskStatus::Cancelled)),
     );
+    m.insert("tasks_skipped".into(), f(count(state, TaskStatus::Skipped)));
     m.insert(
         "attempts_total".into(),
         state.tasks.iter().map(|t| t.attempt as f64).sum(),

@@ -34,6 +34,7 @@ fn task(id: &str, deps: &[&str]) -> TaskDefinition {
         priority: None,
         max_result_bytes: None,
         gates: Vec::new(),
+        condition: None,
     }
 }
 

@@ -24,6 +24,7 @@ fn task(id: &str, deps: &[&str]) -> TaskDefinition {
         priority: None,
         max_result_bytes: None,
         gates: Vec::new(),
+        condition: None,
     }
 }
 
@@ -610,4 +611,219 @@ fn task_lookups_survive_tasks_added_after_the_first_lookup() {
     assert_eq!(back, s);
     assert_eq!(back.dependents(0), &[1]);
     assert!(back.dependencies_done(1));
+}
+
+/// A task with a condition, from its JSON form as a plan writes it.
+fn conditional(id: &str, deps: &[&str], condition: serde_json::Value) -> TaskDefinition {
+    TaskDefinition {
+        condition: Some(serde_json::from_value(condition).unwrap()),
+        ..task(id, deps)
+    }
+}
+
+fn error_of(state: &SwarmState, id: &str) -> String {
+    state.task(id).unwrap().error.clone().unwrap_or_default()
+}
+
+/// check -> review (if check's /needs_review is true) -> publish (after both).
+fn review_plan() -> SwarmDeployment {
+    deployment(vec![
+        task("check", &[]),
+        conditional(
+            "review",
+            &["check"],
+            serde_json::json!({"when": {"task": "check", "pointer": "/needs_review", "equals": true}}),
+        ),
+        task("publish", &["check", "review"]),
+    ])
+}
+
+#[test]
+fn a_condition_that_holds_runs_the_task() {
+    let d = deployment(vec![
+        task("a", &[]),
+        conditional(
+            "b",
+            &["a"],
+            serde_json::json!({"when": {"task": "a", "status": "completed"}}),
+        ),
+    ]);
+    let (mut s, _) = machine::deploy("s1", &d, 1, now());
+    let out = submit(&mut s, 2, result("a", 1, 0, "plain text is fine here"));
+    assert_eq!(assigned(&out.commands), vec![("b".into(), 1, 0)]);
+    assert_eq!(status(&s, "b"), TaskStatus::Assigned);
+}
+
+#[test]
+fn a_pointer_into_a_json_result_decides_the_condition() {
+    // True: review runs, and publish waits for it.
+    let (mut s, _) = machine::deploy("s1", &review_plan(), 1, now());
+    let out = submit(
+        &mut s,
+        2,
+        result("check", 1, 0, r#"{"needs_review": true}"#),
+    );
+    assert_eq!(assigned(&out.commands), vec![("review".into(), 1, 0)]);
+    // False: review is skipped with the reason, and publish, which needs no
+    // output of it, runs at once with check's result alone as context.
+    let (mut s, _) = machine::deploy("s1", &review_plan(), 1, now());
+    let out = submit(
+        &mut s,
+        2,
+        result("check", 1, 0, r#"{"needs_review": false}"#),
+    );
+    assert_eq!(status(&s, "review"), TaskStatus::Skipped);
+    let why = error_of(&s, "review");
+    assert!(why.starts_with("condition not met: "), "{why}");
+    assert!(
+        why.contains("\"/needs_review\" is false, not true"),
+        "{why}"
+    );
+    assert_eq!(assigned(&out.commands), vec![("publish".into(), 1, 0)]);
+    let ctx: Vec<String> = out
+        .commands
+        .iter()
+        .find_map(|c| match c {
+            Command::Assign { assignment, .. } => Some(
+                assignment
+                    .context
+                    .iter()
+                    .map(|c| c.task_id.clone())
+                    .collect(),
+            ),
+            Command::Finalize => None,
+        })
+        .unwrap();
+    assert_eq!(ctx, vec!["check"]);
+    // The swarm completes: a skip is an outcome, not a failure.
+    let out = submit(&mut s, 3, result("publish", 1, 0, "published"));
+    assert!(out.commands.contains(&Command::Finalize));
+    assert_eq!(s.status, SwarmStatus::Completed);
+    let r = swarm_manager::report::build(&s, &Default::default(), 1 << 20, now());
+    assert_eq!(r.overall_status, SwarmStatus::Completed);
+    let review = r
+        .task_results
+        .iter()
+        .find(|t| t.task_id == "review")
+        .unwrap();
+    assert_eq!(review.status, TaskStatus::Skipped);
+    assert_eq!(review.error.as_deref(), Some(why.as_str()));
+    assert_eq!(r.metrics["tasks_skipped"], 1.0);
+    assert!(r.summary.contains("1 skipped"), "{}", r.summary);
+    assert!(
+        r.insights
+            .iter()
+            .any(|i| i.starts_with("review was skipped: ")),
+        "{:?}",
+        r.insights
+    );
+}
+
+#[test]
+fn a_result_that_is_not_json_or_lacks_the_pointer_skips_and_says_so() {
+    let (mut s, _) = machine::deploy("s1", &review_plan(), 1, now());
+    submit(&mut s, 2, result("check", 1, 0, "looks fine to me"));
+    assert_eq!(status(&s, "review"), TaskStatus::Skipped);
+    assert!(
+        error_of(&s, "review").contains("is not JSON"),
+        "{}",
+        error_of(&s, "review")
+    );
+    assert_eq!(status(&s, "publish"), TaskStatus::Assigned);
+
+    let (mut s, _) = machine::deploy("s1", &review_plan(), 1, now());
+    submit(&mut s, 2, result("check", 1, 0, r#"{"other": 1}"#));
+    assert_eq!(status(&s, "review"), TaskStatus::Skipped);
+    assert!(
+        error_of(&s, "review").contains("has nothing at \"/needs_review\""),
+        "{}",
+        error_of(&s, "review")
+    );
+}
+
+#[test]
+fn dependents_of_a_skipped_task_run_unless_their_condition_needs_it() {
+    // a -> b (skipped) -> c (plain: runs), d (needs b completed: skipped),
+    // e (after d, runs if d was skipped: `not` of a status test).
+    let d = deployment(vec![
+        task("a", &[]),
+        conditional(
+            "b",
+            &["a"],
+            serde_json::json!({"when": {"task": "a", "pointer": "/go", "equals": true}}),
+        ),
+        task("c", &["b"]),
+        conditional(
+            "d",
+            &["b"],
+            serde_json::json!({"when": {"task": "b", "status": "completed"}}),
+        ),
+        conditional(
+            "e",
+            &["d"],
+            serde_json::json!({"not": {"when": {"task": "d", "status": "completed"}}}),
+        ),
+    ]);
+    let (mut s, _) = machine::deploy("s1", &d, 1, now());
+    let out = submit(&mut s, 2, result("a", 1, 0, r#"{"go": false}"#));
+    let mut run: Vec<String> = assigned(&out.commands).into_iter().map(|x| x.0).collect();
+    run.sort();
+    assert_eq!(run, vec!["c", "e"]);
+    assert_eq!(status(&s, "b"), TaskStatus::Skipped);
+    assert_eq!(status(&s, "d"), TaskStatus::Skipped);
+    assert_eq!(error_of(&s, "d"), "condition not met: b was skipped");
+    submit(&mut s, 3, result("c", 1, 0, "C"));
+    submit(&mut s, 4, result("e", 1, 0, "E"));
+    assert_eq!(s.status, SwarmStatus::Completed);
+}
+
+#[test]
+fn a_skip_is_decided_once_under_a_redelivered_result() {
+    let (mut s, _) = machine::deploy("s1", &review_plan(), 1, now());
+    let first = submit(
+        &mut s,
+        2,
+        result("check", 1, 0, r#"{"needs_review": false}"#),
+    );
+    assert!(first.changed);
+    let before = s.clone();
+    // The same result again, and one that would now say otherwise: both stale.
+    let again = submit(
+        &mut s,
+        2,
+        result("check", 1, 0, r#"{"needs_review": false}"#),
+    );
+    assert!(!again.changed);
+    let other = submit(
+        &mut s,
+        3,
+        result("check", 1, 0, r#"{"needs_review": true}"#),
+    );
+    assert!(!other.changed);
+    assert_eq!(s, before);
+    assert_eq!(status(&s, "review"), TaskStatus::Skipped);
+    // What is owed is publish's assignment only; review is never assigned.
+    assert_eq!(assigned(&again.commands), vec![("publish".into(), 1, 0)]);
+    // The state read back from storage decides the same.
+    let stored: SwarmState =
+        serde_json::from_slice(&serde_json::to_vec(&s.state).unwrap()).unwrap();
+    assert_eq!(stored, s.state);
+}
+
+#[test]
+fn a_condition_on_a_task_that_is_not_a_dependency_is_refused() {
+    let d = deployment(vec![
+        task("a", &[]),
+        task("x", &[]),
+        conditional(
+            "b",
+            &["a"],
+            serde_json::json!({"when": {"task": "x", "status": "completed"}}),
+        ),
+    ]);
+    let (s, cmds) = machine::deploy("s1", &d, 1, now());
+    assert_eq!(s.status, SwarmStatus::Failed);
+    assert_eq!(cmds, vec![Command::Finalize]);
+    let why = s.cancel_reason.clone().unwrap();
+    assert!(why.contains("not one of its dependencies"), "{why}");
 }

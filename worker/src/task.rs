@@ -206,6 +206,7 @@ impl InFlight {
             TaskStatus::Completed => "completed",
             TaskStatus::Failed => "failed",
             TaskStatus::Cancelled => "cancelled",
+            TaskStatus::Skipped => "skipped",
         });
     }
 }

@@ -190,6 +190,7 @@ pub fn offline_plan(mission: &str, tool_names: &[String]) -> SwarmDeploymentPlan
                 priority: None,
                 max_result_bytes: None,
                 gates: Vec::new(),
+                condition: None,
             });
             id
         };

@@ -133,6 +133,7 @@ pub fn task(id: &str, description: &str, deps: &[&str]) -> TaskDefinition {
         priority: None,
         max_result_bytes: None,
         gates: Vec::new(),
+        condition: None,
     }
 }
 
