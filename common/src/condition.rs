@@ -35,7 +35,7 @@ pub const MAX_POINTER_BYTES: usize = 256;
 pub const MAX_EQUALS_BYTES: usize = 1024;
 
 /// When a task runs, decided on its dependencies once they have all ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Condition {
     /// One test on one dependency.
@@ -49,7 +49,7 @@ pub enum Condition {
 }
 
 /// One test on one dependency: `status`, or `pointer` with `equals`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Test {
     /// The dependency tested (one of the task's own dependencies).
     pub task: String,
@@ -73,7 +73,7 @@ pub struct Test {
 /// An ended dependency's status, as a condition can test it. A dependency
 /// that failed or was cancelled cancels its dependents before any condition
 /// is looked at, so these are the only two a condition can see.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DependencyStatus {
     /// It ran and its result was accepted.
@@ -85,7 +85,7 @@ pub enum DependencyStatus {
 }
 
 /// What a test, or a condition, came to, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Check {
     /// Whether it holds.
     pub holds: bool,
