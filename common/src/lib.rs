@@ -17,6 +17,7 @@ pub mod condition;
 pub mod error;
 pub mod gates;
 pub mod limits;
+pub mod map;
 pub mod messages;
 pub mod mission;
 pub mod outcome;

@@ -182,6 +182,10 @@ pub struct TaskDefinition {
     /// the task is `Skipped` when it does not hold ([`crate::condition`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub condition: Option<crate::condition::Condition>,
+    /// Fans the task out over a list a dependency produced: one child
+    /// task per item, made from this one as a template ([`crate::map`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map: Option<crate::map::MapSpec>,
 }
 
 /// A mission's budget for model use; `None` is no limit.

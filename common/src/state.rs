@@ -69,6 +69,12 @@ pub struct TaskState {
     /// decided when the result was accepted, read when they are.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub checks: BTreeMap<String, crate::condition::Check>,
+    /// A map task's list and children ([`crate::map`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map: Option<crate::map::MapState>,
+    /// The map task this task is a child of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 /// The durable state of one swarm.

@@ -44,6 +44,7 @@ pub fn expand_tasks(plan: &SwarmDeploymentPlan) -> Cow<'_, [TaskDefinition]> {
             max_result_bytes: None,
             gates: Vec::new(),
             condition: None,
+            map: None,
         })
         .collect();
     Cow::Owned(tasks)
@@ -211,6 +212,9 @@ pub fn validate_plan(plan: &SwarmDeploymentPlan, limits: &Limits) -> Result<(), 
         if let Some(condition) = &t.condition {
             check_condition(t, condition)?;
         }
+        if let Some(map) = &t.map {
+            check_map(t, map, &ids, &tasks)?;
+        }
     }
     topological_order(&tasks)?;
     Ok(())
@@ -248,6 +252,70 @@ fn check_condition(t: &TaskDefinition, condition: &Condition) -> Result<(), Erro
         if let Some(problem) = test.problem() {
             return Err(refuse(format!("on {:?}, {problem}", test.task)));
         }
+    }
+    Ok(())
+}
+
+/// Checks a map task ([`crate::map`]): it maps over one of its own
+/// dependencies, which is not itself a map task (its result is assembled,
+/// not a worker's list), with a concurrency of 1 to
+/// [`crate::map::MAX_CONCURRENCY`], an id short enough for its children's
+/// ids, and no task of the plan already named like one of its children.
+fn check_map(
+    t: &TaskDefinition,
+    map: &crate::map::MapSpec,
+    ids: &HashSet<&str>,
+    tasks: &[TaskDefinition],
+) -> Result<(), ErrorBody> {
+    let refuse = |message: String| {
+        invalid(format!("task {:?}'s map: {message}", t.task_id)).with_detail("task_id", &t.task_id)
+    };
+    if !t.dependencies.contains(&map.over.task) {
+        return Err(refuse(format!(
+            "it maps over {:?}, which is not one of its dependencies",
+            excerpt(&map.over.task, 60)
+        ))
+        .with_detail("dependency", excerpt(&map.over.task, 60)));
+    }
+    if tasks
+        .iter()
+        .any(|o| o.task_id == map.over.task && o.map.is_some())
+    {
+        return Err(refuse(format!(
+            "it maps over {:?}, which is itself a map task",
+            map.over.task
+        )));
+    }
+    if !(1..=crate::map::MAX_CONCURRENCY).contains(&map.concurrency) {
+        return Err(refuse(format!(
+            "its concurrency is {}; it must be 1 to {}",
+            map.concurrency,
+            crate::map::MAX_CONCURRENCY
+        )));
+    }
+    if map.over.pointer.len() > condition::MAX_POINTER_BYTES
+        || !(map.over.pointer.is_empty() || map.over.pointer.starts_with('/'))
+    {
+        return Err(refuse(format!(
+            "its pointer {:?} must be empty or start with '/', at most {} bytes",
+            excerpt(&map.over.pointer, 60),
+            condition::MAX_POINTER_BYTES
+        )));
+    }
+    if t.task_id.len() > crate::map::MAX_MAP_ID_BYTES {
+        return Err(refuse(format!(
+            "a map task's id is at most {} bytes, to leave room for its children's",
+            crate::map::MAX_MAP_ID_BYTES
+        )));
+    }
+    let prefix = format!("{}-", t.task_id);
+    if let Some(clash) = ids.iter().find(|id| {
+        id.strip_prefix(prefix.as_str())
+            .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()))
+    }) {
+        return Err(refuse(format!(
+            "task {clash:?} has the id of one of its children"
+        )));
     }
     Ok(())
 }
@@ -348,6 +416,7 @@ mod tests {
             max_result_bytes: None,
             gates: Vec::new(),
             condition: None,
+            map: None,
         }
     }
 
@@ -469,6 +538,78 @@ mod tests {
         let e = validate_plan(&plan(vec![t]), &limits).unwrap_err();
         assert_eq!(e.code, ErrorCode::ValidationFailed);
         assert!(e.message.starts_with("task \"a\": "), "{}", e.message);
+    }
+
+    #[test]
+    fn a_map_is_over_its_own_dependency_with_a_bounded_concurrency() {
+        let with_map = |id: &str, deps: &[&str], v: serde_json::Value| {
+            let mut t = task(id, deps);
+            t.map = Some(serde_json::from_value(v).unwrap());
+            t
+        };
+        let limits = Limits::default();
+        let good = with_map(
+            "m",
+            &["list"],
+            serde_json::json!({"over": {"task": "list", "pointer": "/files"}, "concurrency": 4}),
+        );
+        assert!(validate_plan(&plan(vec![task("list", &[]), good.clone()]), &limits).is_ok());
+        let e = validate_plan(
+            &plan(vec![
+                task("list", &[]),
+                task("other", &[]),
+                with_map(
+                    "m",
+                    &["list"],
+                    serde_json::json!({"over": {"task": "other"}}),
+                ),
+            ]),
+            &limits,
+        )
+        .unwrap_err();
+        assert!(
+            e.message.contains("not one of its dependencies"),
+            "{}",
+            e.message
+        );
+        for c in [0, crate::map::MAX_CONCURRENCY + 1] {
+            let t = with_map(
+                "m",
+                &["list"],
+                serde_json::json!({"over": {"task": "list"}, "concurrency": c}),
+            );
+            let e = validate_plan(&plan(vec![task("list", &[]), t]), &limits).unwrap_err();
+            assert!(e.message.contains("concurrency"), "{}", e.message);
+        }
+        let e = validate_plan(
+            &plan(vec![
+                task("list", &[]),
+                good.clone(),
+                with_map("n", &["m"], serde_json::json!({"over": {"task": "m"}})),
+            ]),
+            &limits,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("itself a map task"), "{}", e.message);
+        let e = validate_plan(
+            &plan(vec![task("list", &[]), good.clone(), task("m-3", &[])]),
+            &limits,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("one of its children"), "{}", e.message);
+        let e = validate_plan(
+            &plan(vec![
+                task("list", &[]),
+                with_map(
+                    "m",
+                    &["list"],
+                    serde_json::json!({"over": {"task": "list", "pointer": "files"}}),
+                ),
+            ]),
+            &limits,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("pointer"), "{}", e.message);
     }
 
     #[test]

@@ -77,6 +77,12 @@ fn task_definition() -> TaskDefinition {
             ]}))
             .unwrap(),
         ),
+        map: Some(
+            serde_json::from_value(
+                serde_json::json!({"over": {"task": "t1", "pointer": "/files"}, "concurrency": 2}),
+            )
+            .unwrap(),
+        ),
     }
 }
 
@@ -95,6 +101,7 @@ fn plan() -> SwarmDeploymentPlan {
                 max_result_bytes: Some(8192),
                 gates: Vec::new(),
                 condition: None,
+                map: None,
             },
             task_definition(),
         ],
@@ -311,6 +318,13 @@ fn swarm_state() -> SwarmState {
                 },
             )]
             .into(),
+            map: Some(swarm_common::map::MapState {
+                items: vec![serde_json::json!("a.txt")],
+                error: None,
+                expanded: true,
+                children: vec!["t2-0".into()],
+            }),
+            parent: Some("t0".into()),
         }],
         limits: Limits::default(),
         budget: budget(),

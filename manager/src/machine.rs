@@ -18,7 +18,8 @@ use swarm_common::{
     validate::{expand_tasks, priorities, validate_plan},
 };
 
-use crate::index::Indexed;
+use crate::index::{Indexed, TaskIndex};
+use swarm_common::map::{self, MapState};
 
 /// Something that happened to a swarm.
 #[derive(Debug, Clone)]
@@ -160,6 +161,8 @@ pub fn deploy(
             redeliveries: 0,
             gate_verdicts: Vec::new(),
             checks: Default::default(),
+            map: None,
+            parent: None,
         });
     }
     let mut commands = Vec::new();
@@ -227,6 +230,16 @@ pub fn apply(state: &mut Indexed, seq: u64, event: &Event, now: DateTime<Utc>) -
         }
         Event::Poisoned { .. } => false,
     };
+    if changed {
+        let task_id = match event {
+            Event::Result { submission, .. } => Some(&submission.task_id),
+            Event::TaskError { task_id, .. } => Some(task_id),
+            _ => None,
+        };
+        if let Some(c) = task_id.and_then(|id| state.position(id)) {
+            child_ended(state, c, now, &mut commands);
+        }
+    }
     if !changed {
         return Applied {
             changed: false,
@@ -270,7 +283,16 @@ fn is_ahead(state: &Indexed, event: &Event) -> bool {
         _ => return false,
     };
     let Some(task) = state.task(task_id) else {
-        return false;
+        // A child of a map task that has not expanded here: the expansion
+        // went out with a state write that was then lost.
+        return state.tasks.iter().any(|t| {
+            t.definition.map.is_some()
+                && !t.map.as_ref().is_some_and(|m| m.expanded)
+                && task_id
+                    .strip_prefix(t.definition.task_id.as_str())
+                    .and_then(|r| r.strip_prefix('-'))
+                    .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()))
+        });
     };
     !task.status.is_terminal()
         && (attempt > task.attempt
@@ -423,6 +445,7 @@ fn on_result(
         task.result_preview = preview(&sub.result);
         task.provider.clone_from(&sub.provider);
         check_for_dependents(state, i, &sub.result);
+        read_lists(state, i, &sub.result);
         assign_dependents(state, i, now, commands);
     } else if task.revision < max_revisions {
         task.revision += 1;
@@ -591,7 +614,11 @@ fn assign_if_ready(
     while !candidates.is_empty() {
         let mut ready: Vec<usize> = candidates
             .into_iter()
-            .filter(|&i| state.tasks[i].status == TaskStatus::Pending && state.dependencies_done(i))
+            .filter(|&i| {
+                state.tasks[i].status == TaskStatus::Pending
+                    && state.tasks[i].parent.is_none()
+                    && state.dependencies_done(i)
+            })
             .collect();
         ready.sort_by_key(|&i| (std::cmp::Reverse(state.tasks[i].priority), i));
         ready.dedup();
@@ -603,6 +630,14 @@ fn assign_if_ready(
                 t.completed_at = Some(now);
                 t.error = Some(why);
                 skipped.push(i);
+                continue;
+            }
+            if state.tasks[i].definition.map.is_some() {
+                // A map that ends at once (an empty list, or a list it cannot
+                // use) lets its dependents be looked at in turn.
+                if expand_map(state, i, now, commands) {
+                    skipped.push(i);
+                }
                 continue;
             }
             let t = &mut state.tasks[i];
@@ -688,6 +723,260 @@ fn check_for_dependents(state: &mut Indexed, i: usize, result: &str) {
     }
 }
 
+/// Reads, from the accepted result of the task at `i`, the lists its
+/// dependents map over ([`swarm_common::map`]), and keeps each (or why it
+/// cannot be used) in the map task's state: the result text is at hand only
+/// now. Applied once per accepted result, so a redelivery reads nothing twice.
+fn read_lists(state: &mut Indexed, i: usize, result: &str) {
+    let id = state.tasks[i].definition.task_id.clone();
+    let room = state.limits.max_tasks.saturating_sub(state.tasks.len());
+    let maps: Vec<usize> = state
+        .dependents(i)
+        .iter()
+        .copied()
+        .filter(|&j| {
+            state.tasks[j]
+                .definition
+                .map
+                .as_ref()
+                .is_some_and(|m| m.over.task == id)
+        })
+        .collect();
+    for j in maps {
+        let Some(spec) = state.tasks[j].definition.map.clone() else {
+            continue;
+        };
+        let read = map::read_items(&spec.over, result, room);
+        let (items, error) = match read {
+            Ok(items) => (items, None),
+            Err(why) => (Vec::new(), Some(why)),
+        };
+        state.tasks[j].map = Some(MapState {
+            items,
+            error,
+            ..MapState::default()
+        });
+    }
+}
+
+/// Expands the ready map task at `i` into its children, one per item of the
+/// list kept when its `over` dependency's result was accepted, and assigns
+/// the first of them. Returns whether the map task ended at once: completed
+/// on an empty list, or failed on a list it cannot use (not read, or more
+/// items than the mission's task limit still allows).
+fn expand_map(
+    state: &mut Indexed,
+    i: usize,
+    now: DateTime<Utc>,
+    commands: &mut Vec<Command>,
+) -> bool {
+    let room = state.limits.max_tasks.saturating_sub(state.tasks.len());
+    let id = state.tasks[i].definition.task_id.clone();
+    let Some(read) = state.tasks[i].map.take() else {
+        // The list was never read: its task was skipped (a map over nothing
+        // is skipped too, like a condition that does not hold).
+        let over = state.tasks[i]
+            .definition
+            .map
+            .as_ref()
+            .map(|m| m.over.task.clone())
+            .unwrap_or_default();
+        let t = &mut state.tasks[i];
+        t.status = TaskStatus::Skipped;
+        t.completed_at = Some(now);
+        t.error = Some(format!("nothing to map over: {over} has no result"));
+        return true;
+    };
+    let error = read.error.clone().or_else(|| {
+        (read.items.len() > room).then(|| {
+            format!(
+                "the list has {} items; the mission's task limit leaves room for {room}",
+                read.items.len()
+            )
+        })
+    });
+    let t = &mut state.tasks[i];
+    t.assigned_at = Some(now);
+    if let Some(why) = error {
+        t.status = TaskStatus::Failed;
+        t.completed_at = Some(now);
+        t.error = Some(format!("map: {why}"));
+        t.map = Some(MapState {
+            expanded: true,
+            ..MapState::default()
+        });
+        cascade_cancel(state, now);
+        return true;
+    }
+    let template = &state.tasks[i];
+    let children: Vec<TaskState> = read
+        .items
+        .iter()
+        .enumerate()
+        .map(|(k, item)| TaskState {
+            definition: swarm_common::TaskDefinition {
+                task_id: map::child_id(&id, k),
+                title: format!("{} #{k}", template.definition.title),
+                description: map::child_description(&template.definition.description, item, k),
+                condition: None,
+                map: None,
+                ..template.definition.clone()
+            },
+            status: TaskStatus::Pending,
+            pool: template.pool.clone(),
+            priority: template.priority,
+            attempt: 0,
+            revision: 0,
+            feedback: Vec::new(),
+            assigned_at: None,
+            started_at: None,
+            completed_at: None,
+            result_seq: None,
+            result_bytes: 0,
+            result_preview: String::new(),
+            provider: String::new(),
+            error: None,
+            worker_id: None,
+            redeliveries: 0,
+            gate_verdicts: Vec::new(),
+            checks: Default::default(),
+            map: None,
+            parent: Some(id.clone()),
+        })
+        .collect();
+    let t = &mut state.tasks[i];
+    t.map = Some(MapState {
+        items: Vec::new(),
+        error: None,
+        expanded: true,
+        children: children
+            .iter()
+            .map(|c| c.definition.task_id.clone())
+            .collect(),
+    });
+    if children.is_empty() {
+        t.status = TaskStatus::Completed;
+        t.completed_at = Some(now);
+        t.result_preview = "[]".into();
+        return true;
+    }
+    t.status = TaskStatus::InProgress;
+    state.tasks.extend(children);
+    // Tasks were added: the lookups are built again on first use.
+    state.index = TaskIndex::default();
+    assign_children(state, i, now, commands);
+    false
+}
+
+/// Assigns the pending children of the map task at `m`, in item order,
+/// while fewer than its concurrency are out.
+fn assign_children(state: &mut Indexed, m: usize, now: DateTime<Utc>, commands: &mut Vec<Command>) {
+    let cap = state.tasks[m]
+        .definition
+        .map
+        .as_ref()
+        .map_or(1, |s| s.concurrency) as usize;
+    let children: Vec<usize> = state.tasks[m]
+        .map
+        .iter()
+        .flat_map(|s| s.children.iter())
+        .filter_map(|c| state.position(c))
+        .collect();
+    let mut out = children
+        .iter()
+        .filter(|&&c| {
+            matches!(
+                state.tasks[c].status,
+                TaskStatus::Assigned | TaskStatus::InProgress | TaskStatus::InputRequired
+            )
+        })
+        .count();
+    for c in children {
+        if out >= cap {
+            break;
+        }
+        if state.tasks[c].status != TaskStatus::Pending {
+            continue;
+        }
+        let t = &mut state.tasks[c];
+        t.status = TaskStatus::Assigned;
+        t.attempt = 1;
+        t.assigned_at = Some(now);
+        let cmd = assignment(state, &state.tasks[c]);
+        commands.push(cmd);
+        out += 1;
+    }
+}
+
+/// After an event on the task at `c`: if it is a map task's child and has
+/// ended, the map task assigns its next child, completes once every child
+/// has (its dependents then run), or fails when one failed for good (its
+/// other children and its dependents are cancelled).
+fn child_ended(state: &mut Indexed, c: usize, now: DateTime<Utc>, commands: &mut Vec<Command>) {
+    let child = &state.tasks[c];
+    if !child.status.is_terminal() {
+        return;
+    }
+    let Some(m) = child.parent.as_ref().and_then(|p| state.position(p)) else {
+        return;
+    };
+    if state.tasks[m].status.is_terminal() {
+        return;
+    }
+    if child.status != TaskStatus::Completed {
+        let why = format!(
+            "child {} did not complete: {}",
+            child.definition.task_id,
+            child.error.as_deref().unwrap_or("no reason given")
+        );
+        let sibling_why = format!("not needed: {} did not complete", child.definition.task_id);
+        let children: Vec<usize> = state.tasks[m]
+            .map
+            .iter()
+            .flat_map(|s| s.children.iter())
+            .filter_map(|id| state.position(id))
+            .collect();
+        for k in children {
+            let t = &mut state.tasks[k];
+            if !t.status.is_terminal() {
+                t.status = TaskStatus::Cancelled;
+                t.completed_at = Some(now);
+                t.error = Some(sibling_why.clone());
+            }
+        }
+        let t = &mut state.tasks[m];
+        t.status = TaskStatus::Failed;
+        t.completed_at = Some(now);
+        t.error = Some(format!("map: {why}"));
+        cascade_cancel(state, now);
+        return;
+    }
+    let children: Vec<usize> = state.tasks[m]
+        .map
+        .iter()
+        .flat_map(|s| s.children.iter())
+        .filter_map(|id| state.position(id))
+        .collect();
+    if children
+        .iter()
+        .all(|&k| state.tasks[k].status == TaskStatus::Completed)
+    {
+        let previews: Vec<String> = children
+            .iter()
+            .map(|&k| state.tasks[k].result_preview.clone())
+            .collect();
+        let bytes = children.iter().map(|&k| state.tasks[k].result_bytes).sum();
+        let t = &mut state.tasks[m];
+        t.status = TaskStatus::Completed;
+        t.completed_at = Some(now);
+        t.result_bytes = bytes;
+        t.result_preview = preview(&format!("[{}]", previews.join(", ")));
+        assign_dependents(state, m, now, commands);
+    } else {
+        assign_children(state, m, now, commands);
+    }
+}
+
 fn finish_if_done(state: &mut SwarmState, now: DateTime<Utc>, commands: &mut Vec<Command>) {
     if state.status.is_terminal() || !state.tasks.iter().all(|t| t.status.is_terminal()) {
         return;
@@ -720,11 +1009,16 @@ fn assignment(state: &Indexed, t: &TaskState) -> Command {
             collaborators: Vec::new(),
             pool: t.pool.clone(),
         });
+    // A map task's result is its children's: they are the context.
     let context = t
         .definition
         .dependencies
         .iter()
         .filter_map(|d| state.task(d))
+        .flat_map(|d| match &d.map {
+            Some(m) if m.expanded => m.children.iter().filter_map(|c| state.task(c)).collect(),
+            _ => vec![d],
+        })
         .filter_map(|d| {
             d.result_seq.map(|seq| ContextRef {
                 task_id: d.definition.task_id.clone(),

@@ -25,10 +25,15 @@ pub fn build(
         .tasks
         .iter()
         .map(|t| {
-            let full = results
-                .get(&t.definition.task_id)
-                .cloned()
-                .unwrap_or_default();
+            let full = match &t.map {
+                Some(m) if m.expanded && t.status == TaskStatus::Completed => {
+                    map_result(&m.children, results)
+                }
+                _ => results
+                    .get(&t.definition.task_id)
+                    .cloned()
+                    .unwrap_or_default(),
+            };
             let (result, result_truncated) = match share {
                 Some(n) if full.len() > n => (truncate(&full, n), true),
                 _ => (full, false),
@@ -65,6 +70,19 @@ pub fn build(
         started_at: state.accepted_at,
         completed_at,
     }
+}
+
+/// A completed map task's result: the JSON array of its children's results
+/// in item order, each as JSON when it is JSON and as a string otherwise.
+fn map_result(children: &[String], results: &HashMap<String, String>) -> String {
+    let items: Vec<serde_json::Value> = children
+        .iter()
+        .map(|c| {
+            let r = results.get(c).map_or("", String::as_str);
+            serde_json::from_str(r.trim()).unwrap_or_else(|_| serde_json::Value::String(r.into()))
+        })
+        .collect();
+    serde_json::Value::Array(items).to_string()
 }
 
 fn count(state: &SwarmState, s: TaskStatus) -> usize {

@@ -35,6 +35,7 @@ fn task(id: &str, deps: &[&str]) -> TaskDefinition {
         max_result_bytes: None,
         gates: Vec::new(),
         condition: None,
+        map: None,
     }
 }
 

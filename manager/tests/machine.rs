@@ -25,6 +25,7 @@ fn task(id: &str, deps: &[&str]) -> TaskDefinition {
         max_result_bytes: None,
         gates: Vec::new(),
         condition: None,
+        map: None,
     }
 }
 
@@ -826,4 +827,222 @@ fn a_condition_on_a_task_that_is_not_a_dependency_is_refused() {
     assert_eq!(cmds, vec![Command::Finalize]);
     let why = s.cancel_reason.clone().unwrap();
     assert!(why.contains("not one of its dependencies"), "{why}");
+}
+
+fn mapped(id: &str, deps: &[&str], over: &str, pointer: &str, concurrency: u32) -> TaskDefinition {
+    let mut t = task(id, deps);
+    t.description = "handle {{item}} (#{{index}})".into();
+    t.map = Some(
+        serde_json::from_value(serde_json::json!({
+            "over": {"task": over, "pointer": pointer},
+            "concurrency": concurrency
+        }))
+        .unwrap(),
+    );
+    t
+}
+
+fn list(n: usize) -> String {
+    let files: Vec<String> = (0..n).map(|k| format!("f{k}")).collect();
+    serde_json::json!({ "files": files }).to_string()
+}
+
+/// list -> map (over list's /files, 2 at a time) -> reduce.
+fn map_plan() -> SwarmDeployment {
+    deployment(vec![
+        task("list", &[]),
+        mapped("m", &["list"], "list", "/files", 2),
+        task("reduce", &["m"]),
+    ])
+}
+
+fn ids(cmds: &[Command]) -> Vec<String> {
+    assigned(cmds).into_iter().map(|x| x.0).collect()
+}
+
+#[test]
+fn a_map_expands_on_its_lists_result_within_its_concurrency() {
+    let (mut s, _) = machine::deploy("s1", &map_plan(), 1, now());
+    let out = submit(&mut s, 10, result("list", 1, 0, &list(5)));
+    // Five children exist; two go out, with the item in their description.
+    assert_eq!(ids(&out.commands), vec!["m-0", "m-1"]);
+    assert_eq!(status(&s, "m"), TaskStatus::InProgress);
+    assert_eq!(s.tasks.len(), 3 + 5);
+    assert_eq!(status(&s, "m-4"), TaskStatus::Pending);
+    let Command::Assign { assignment, .. } = &out.commands[1] else {
+        panic!("an assignment")
+    };
+    assert_eq!(assignment.description, "handle f1 (#1)");
+    assert_eq!(assignment.context.len(), 1, "the list is their context");
+    // A redelivered list result expands nothing twice.
+    let again = submit(&mut s, 10, result("list", 1, 0, &list(5)));
+    assert!(!again.changed);
+    assert_eq!(s.tasks.len(), 8);
+    // As one completes the next goes out; never more than two at once.
+    let mut seq = 20;
+    let mut done = Vec::new();
+    for k in 0..5 {
+        let out = submit(
+            &mut s,
+            seq,
+            result(&format!("m-{k}"), 1, 0, &format!("\"r{k}\"")),
+        );
+        seq += 1;
+        done.push(k);
+        let out_now = s
+            .tasks
+            .iter()
+            .filter(|t| t.parent.is_some() && t.status == TaskStatus::Assigned)
+            .count();
+        assert!(out_now <= 2, "{out_now} children out at once");
+        if k + 2 < 5 {
+            assert_eq!(ids(&out.commands), vec![format!("m-{}", k + 2)]);
+        } else if k < 4 {
+            assert!(ids(&out.commands).is_empty());
+        } else {
+            // The last child completes the map; reduce runs on the children's results.
+            assert_eq!(ids(&out.commands), vec!["reduce"]);
+            let Command::Assign { assignment, .. } = &out.commands[0] else {
+                panic!("an assignment")
+            };
+            let ctx: Vec<&str> = assignment
+                .context
+                .iter()
+                .map(|c| c.task_id.as_str())
+                .collect();
+            assert_eq!(ctx, vec!["m-0", "m-1", "m-2", "m-3", "m-4"]);
+        }
+    }
+    assert_eq!(status(&s, "m"), TaskStatus::Completed);
+    submit(&mut s, seq, result("reduce", 1, 0, "all done"));
+    assert_eq!(s.status, SwarmStatus::Completed);
+    // The report shows every child, and the map's result is theirs in order.
+    let mut results: std::collections::HashMap<String, String> = (0..5)
+        .map(|k| (format!("m-{k}"), format!("\"r{k}\"")))
+        .collect();
+    results.insert("list".into(), list(5));
+    let report = swarm_manager::report::build(&s, &results, 1 << 20, now());
+    assert_eq!(report.task_results.len(), 8);
+    let m = report
+        .task_results
+        .iter()
+        .find(|t| t.task_id == "m")
+        .unwrap();
+    assert_eq!(m.result, r#"["r0","r1","r2","r3","r4"]"#);
+}
+
+#[test]
+fn a_failing_child_fails_the_map_and_cancels_its_dependents() {
+    let (mut s, _) = machine::deploy("s1", &map_plan(), 1, now());
+    submit(&mut s, 10, result("list", 1, 0, &list(4)));
+    let out = machine::apply(
+        &mut s,
+        11,
+        &Event::TaskError {
+            task_id: "m-1".into(),
+            attempt: Some(1),
+            error: ErrorBody {
+                retriable: false,
+                ..ErrorBody::new(ErrorCode::Internal, "broken")
+            },
+        },
+        now(),
+    );
+    assert!(out.changed);
+    assert!(ids(&out.commands).is_empty(), "no further child goes out");
+    assert_eq!(status(&s, "m-1"), TaskStatus::Failed);
+    assert_eq!(status(&s, "m"), TaskStatus::Failed);
+    assert!(error_of(&s, "m").contains("m-1"), "{}", error_of(&s, "m"));
+    for c in ["m-0", "m-2", "m-3", "reduce"] {
+        assert_eq!(status(&s, c), TaskStatus::Cancelled, "{c}");
+    }
+    assert_eq!(s.status, SwarmStatus::Failed);
+    // The late result of a cancelled child changes nothing.
+    assert!(!submit(&mut s, 12, result("m-0", 1, 0, "late")).changed);
+}
+
+#[test]
+fn an_empty_list_completes_the_map_at_once() {
+    let (mut s, _) = machine::deploy("s1", &map_plan(), 1, now());
+    let out = submit(&mut s, 10, result("list", 1, 0, r#"{"files": []}"#));
+    assert_eq!(status(&s, "m"), TaskStatus::Completed);
+    assert_eq!(s.task("m").unwrap().result_preview, "[]");
+    assert_eq!(ids(&out.commands), vec!["reduce"]);
+    let report = swarm_manager::report::build(&s, &Default::default(), 1 << 20, now());
+    let m = report
+        .task_results
+        .iter()
+        .find(|t| t.task_id == "m")
+        .unwrap();
+    assert_eq!(m.result, "[]");
+}
+
+#[test]
+fn a_list_that_cannot_be_used_fails_the_map_with_the_reason() {
+    for (text, why) in [
+        ("not json", "not JSON"),
+        (r#"{"other": 1}"#, "nothing at"),
+        (r#"{"files": "a"}"#, "not a list"),
+    ] {
+        let (mut s, _) = machine::deploy("s1", &map_plan(), 1, now());
+        let out = submit(&mut s, 10, result("list", 1, 0, text));
+        assert!(ids(&out.commands).is_empty());
+        assert_eq!(status(&s, "m"), TaskStatus::Failed);
+        assert!(error_of(&s, "m").contains(why), "{}", error_of(&s, "m"));
+        assert_eq!(status(&s, "reduce"), TaskStatus::Cancelled);
+        assert_eq!(s.status, SwarmStatus::Failed);
+    }
+}
+
+#[test]
+fn the_task_limit_bounds_the_expansion() {
+    let mut d = map_plan();
+    d.limits.max_tasks = 10;
+    // Three planned tasks leave room for seven children.
+    let (mut s, _) = machine::deploy("s1", &d, 1, now());
+    submit(&mut s, 10, result("list", 1, 0, &list(8)));
+    assert_eq!(status(&s, "m"), TaskStatus::Failed);
+    assert!(
+        error_of(&s, "m").contains("room for 7"),
+        "{}",
+        error_of(&s, "m")
+    );
+    assert_eq!(s.tasks.len(), 3);
+    let (mut s, _) = machine::deploy("s1", &d, 1, now());
+    let out = submit(&mut s, 10, result("list", 1, 0, &list(7)));
+    assert_eq!(ids(&out.commands), vec!["m-0", "m-1"]);
+    assert_eq!(s.tasks.len(), 10);
+}
+
+#[test]
+fn a_childs_result_ahead_of_a_lost_expansion_waits() {
+    let (mut s, _) = machine::deploy("s1", &map_plan(), 1, now());
+    // The state that expanded the map was lost; m-0's result arrives first.
+    let out = submit(&mut s, 11, result("m-0", 1, 0, "early"));
+    assert!(out.ahead);
+    assert!(!submit(&mut s, 12, result("zz-0", 1, 0, "stray")).ahead);
+}
+
+#[test]
+fn a_map_over_a_skipped_list_is_skipped_and_its_dependents_run() {
+    let d = deployment(vec![
+        task("pre", &[]),
+        conditional(
+            "list",
+            &["pre"],
+            serde_json::json!({"when": {"task": "pre", "pointer": "/go", "equals": true}}),
+        ),
+        mapped("m", &["list"], "list", "/files", 2),
+        task("reduce", &["m"]),
+    ]);
+    let (mut s, _) = machine::deploy("s1", &d, 1, now());
+    let out = submit(&mut s, 10, result("pre", 1, 0, r#"{"go": false}"#));
+    assert_eq!(status(&s, "list"), TaskStatus::Skipped);
+    assert_eq!(status(&s, "m"), TaskStatus::Skipped);
+    assert!(
+        error_of(&s, "m").contains("nothing to map over"),
+        "{}",
+        error_of(&s, "m")
+    );
+    assert_eq!(ids(&out.commands), vec!["reduce"]);
 }

@@ -191,6 +191,7 @@ pub fn offline_plan(mission: &str, tool_names: &[String]) -> SwarmDeploymentPlan
                 max_result_bytes: None,
                 gates: Vec::new(),
                 condition: None,
+                map: None,
             });
             id
         };

@@ -134,6 +134,7 @@ pub fn task(id: &str, description: &str, deps: &[&str]) -> TaskDefinition {
         max_result_bytes: None,
         gates: Vec::new(),
         condition: None,
+        map: None,
     }
 }
 
