@@ -131,11 +131,28 @@ async fn durable(
     Ok(consumer)
 }
 
+/// The boss service's metadata (`$SRV.INFO.boss`): the protocol versions
+/// and codecs it speaks, and its handshake subject.
+pub fn service_metadata() -> std::collections::HashMap<String, String> {
+    std::collections::HashMap::from([
+        (
+            "protocol_versions".to_string(),
+            swarm_runtime::hello::versions().join(","),
+        ),
+        (
+            "codecs".to_string(),
+            swarm_runtime::hello::codecs().join(","),
+        ),
+        ("hello".to_string(), subjects::hello(SERVICE_NAME)),
+    ])
+}
+
 /// Runs a boss replica until `shutdown` resolves.
 pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     swarm_runtime::health::starting();
     let client = config.nats.connect(&config.agent_id).await?;
     let infra = Infra::open(&client, config.replicas).await?;
+    swarm_runtime::hello::spawn(&client, "boss", &config.agent_id).await?;
     let (stop_reports, stopped) = watch::channel(false);
     let (ready, reports_ready) = oneshot::channel();
     let reports = reports_thread(config.clone(), stopped, ready)?;
@@ -169,6 +186,7 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
         .service_builder()
         .description("Swarm mission intake: submit a mission, get a swarm id")
         .queue_group(subjects::MISSIONS_QUEUE)
+        .metadata(service_metadata())
         .start(SERVICE_NAME, env!("CARGO_PKG_VERSION"))
         .await
         .map_err(|e| anyhow::anyhow!("starting the boss service: {e}"))?;

@@ -37,13 +37,56 @@ pub use state::{SwarmState, TaskState};
 /// The A2AP protocol version this build speaks and writes into every envelope.
 pub const PROTOCOL_VERSION: &str = "1.0";
 
-/// Protocol versions this build can read. A message that names another one is
-/// refused with [`ErrorCode::UnsupportedProtocol`], never silently misread.
+/// The major protocol version this build reads: a message of any minor
+/// version of it is read (a newer minor may add fields, which are ignored;
+/// an older one is read as it is), a message of any other major is refused.
+pub const PROTOCOL_MAJOR: u64 = 1;
+
+/// Protocol versions this build speaks, newest first: what a handshake
+/// offers. It reads every minor version of [`PROTOCOL_MAJOR`].
 pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] = &["1.0"];
 
-/// Whether `version` is one this build can read.
+/// The version a message that names none is read as: the seed's classes may
+/// send no `protocol_version`, and they speak 1.0.
+pub const DEFAULT_PROTOCOL_VERSION: &str = "1.0";
+
+/// [`DEFAULT_PROTOCOL_VERSION`] as an owned string, for serde defaults.
+pub fn default_protocol_version() -> String {
+    DEFAULT_PROTOCOL_VERSION.to_string()
+}
+
+/// A protocol version as `(major, minor)`, if it is `major.minor` in decimal
+/// digits (`"1.0"`, `"1.7"`); `None` for anything else (`"1"`, `"v1.0"`, `""`).
+pub fn parse_protocol_version(version: &str) -> Option<(u64, u64)> {
+    let (major, minor) = version.split_once('.')?;
+    let number = |s: &str| {
+        (!s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    Some((number(major)?, number(minor)?))
+}
+
+/// Whether `version` is one this build can read: any minor version of
+/// [`PROTOCOL_MAJOR`].
 pub fn protocol_supported(version: &str) -> bool {
-    SUPPORTED_PROTOCOL_VERSIONS.contains(&version)
+    parse_protocol_version(version).is_some_and(|(major, _)| major == PROTOCOL_MAJOR)
+}
+
+/// The typed refusal of a message or peer that speaks `version` (a message)
+/// or none of ours: [`ErrorCode::UnsupportedProtocol`], naming the versions
+/// this build speaks.
+pub fn unsupported_protocol(version: &str) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::UnsupportedProtocol,
+        format!(
+            "protocol version {:?} is not supported; this build speaks {} (any {}.x is read)",
+            crate::error::excerpt(version, 32),
+            SUPPORTED_PROTOCOL_VERSIONS.join(", "),
+            PROTOCOL_MAJOR
+        ),
+    )
+    .with_detail("supported", SUPPORTED_PROTOCOL_VERSIONS.join(","))
 }
 
 /// Header names Swarm sets on every NATS message it publishes.
@@ -89,5 +132,51 @@ pub mod headers {
             assert_eq!(v, "key \"a  Injected: yes\" is unknown");
             assert!(super::value(&"y".repeat(10_000)).len() <= super::MAX_VALUE_BYTES);
         }
+    }
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::*;
+
+    #[test]
+    fn versions_parse_as_major_dot_minor() {
+        assert_eq!(parse_protocol_version("1.0"), Some((1, 0)));
+        assert_eq!(parse_protocol_version("1.7"), Some((1, 7)));
+        assert_eq!(parse_protocol_version("99.0"), Some((99, 0)));
+        for bad in [
+            "", "1", "1.", ".0", "v1.0", "1.0.0", "1.-1", "+1.0", " 1.0", "1.x",
+        ] {
+            assert_eq!(parse_protocol_version(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn any_minor_of_our_major_is_read_and_any_other_major_is_not() {
+        for ok in ["1.0", "1.1", "1.7", "1.999"] {
+            assert!(protocol_supported(ok), "{ok}");
+        }
+        for refused in ["0.9", "2.0", "99.0", "9.9", "1", "one", ""] {
+            assert!(!protocol_supported(refused), "{refused}");
+        }
+        assert!(protocol_supported(PROTOCOL_VERSION));
+        assert!(protocol_supported(DEFAULT_PROTOCOL_VERSION));
+        assert!(
+            SUPPORTED_PROTOCOL_VERSIONS
+                .iter()
+                .all(|v| protocol_supported(v))
+        );
+    }
+
+    #[test]
+    fn the_refusal_is_typed_and_names_our_versions() {
+        let e = unsupported_protocol("99.0");
+        assert_eq!(e.code, ErrorCode::UnsupportedProtocol);
+        assert!(
+            e.message.contains("99.0") && e.message.contains("1.0"),
+            "{}",
+            e.message
+        );
+        assert!(unsupported_protocol(&"9".repeat(10_000)).message.len() < 200);
     }
 }

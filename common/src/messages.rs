@@ -248,7 +248,10 @@ pub trait Payload: Serialize + DeserializeOwned {
 /// Every A2AP message: the seed's envelope fields, flat beside the payload's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Envelope<T> {
-    /// The A2AP version the sender wrote.
+    /// The A2AP version the sender wrote, `major.minor`. Any minor version
+    /// of this build's major is read; a message that names none is read as
+    /// `1.0`.
+    #[serde(default = "crate::default_protocol_version")]
     pub protocol_version: String,
     /// Unique per message.
     pub message_id: String,
@@ -325,14 +328,7 @@ impl<T: Payload> Envelope<T> {
         // a field the payload type happens to miss.
         let head: Header = codec.decode(bytes)?;
         if !crate::protocol_supported(&head.protocol_version) {
-            return Err(ErrorBody::new(
-                ErrorCode::UnsupportedProtocol,
-                format!(
-                    "protocol version {:?} is not supported; this build reads {:?}",
-                    head.protocol_version,
-                    crate::SUPPORTED_PROTOCOL_VERSIONS
-                ),
-            ));
+            return Err(crate::unsupported_protocol(&head.protocol_version));
         }
         if head.message_type != T::MESSAGE_TYPE {
             return Err(ErrorBody::new(
@@ -408,7 +404,9 @@ mod one_pass {
         /// of a version this build reads.
         pub(super) fn envelope(self) -> Option<Envelope<T>> {
             let h = self.head;
-            let version = h.protocol_version?;
+            let version = h
+                .protocol_version
+                .unwrap_or_else(crate::default_protocol_version);
             let message_type = h.message_type?;
             (crate::protocol_supported(&version) && message_type == T::MESSAGE_TYPE)
                 .then_some(())?;
@@ -637,16 +635,59 @@ mod one_pass {
             let e = Envelope::<Control>::decode(Codec::Json, missing.as_bytes()).unwrap_err();
             assert!(e.message.contains("sender_agent"), "{}", e.message);
         }
+
+        #[test]
+        fn a_message_of_our_major_is_read_whatever_its_minor_and_another_major_is_refused() {
+            let (cancel, _) = messages();
+            let json = String::from_utf8(cancel.encode(Codec::Json).unwrap()).unwrap();
+            let with = |v: &str| {
+                let out = json.replacen(
+                    "\"protocol_version\":\"1.0\"",
+                    &format!("\"protocol_version\":{v}"),
+                    1,
+                );
+                assert!(out.contains(&format!("\"protocol_version\":{v}")));
+                out
+            };
+            for codec in [Codec::Json, Codec::MsgPack] {
+                let as_codec = |text: &str| {
+                    let v: serde_json::Value = serde_json::from_str(text).unwrap();
+                    codec.encode(&v).unwrap()
+                };
+                // An older or newer minor of 1, even with a field we do not know.
+                for minor in ["\"1.0\"", "\"1.7\"", "\"1.12\""] {
+                    let text = with(minor).replacen('{', "{\"added_in_1_7\":true,", 1);
+                    let got = Envelope::<Control>::decode(codec, &as_codec(&text))
+                        .unwrap_or_else(|e| panic!("{codec:?} {minor}: {}", e.message));
+                    assert_eq!(got.body, cancel.body);
+                    assert_eq!(format!("\"{}\"", got.protocol_version), minor);
+                }
+                // Another major, or no version we can parse: a typed refusal.
+                for other in ["\"99.0\"", "\"2.0\"", "\"0.9\"", "\"1\"", "\"one\"", "\"\""] {
+                    let e =
+                        Envelope::<Control>::decode(codec, &as_codec(&with(other))).unwrap_err();
+                    assert_eq!(e.code, ErrorCode::UnsupportedProtocol, "{codec:?} {other}");
+                    assert!(e.message.contains("1.0"), "{}", e.message);
+                }
+                // No version at all: read as 1.0 (the seed's classes may send none).
+                let none = json.replacen("\"protocol_version\":\"1.0\",", "", 1);
+                assert_ne!(none, json);
+                let got = Envelope::<Control>::decode(codec, &as_codec(&none)).unwrap();
+                assert_eq!(got.protocol_version, crate::DEFAULT_PROTOCOL_VERSION);
+                assert_eq!(got.body, cancel.body);
+            }
+        }
     }
 }
 
 /// The envelope alone, for reading the type and version of any message
 /// without its payload ([`Envelope::decode`] reads it first). Only the type
-/// and version are required here: a message is judged on them before on
-/// anything it misses.
+/// is required here (a missing version is read as `1.0`): a message is
+/// judged on its type and version before on anything it misses.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Header {
-    /// See [`Envelope::protocol_version`].
+    /// See [`Envelope::protocol_version`] (`1.0` when absent).
+    #[serde(default = "crate::default_protocol_version")]
     pub protocol_version: String,
     /// See [`Envelope::message_type`].
     pub message_type: MessageType,

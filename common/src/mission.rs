@@ -234,14 +234,7 @@ fn check_version(v: &str) -> Result<(), ErrorBody> {
     if crate::protocol_supported(v) {
         Ok(())
     } else {
-        Err(ErrorBody::new(
-            ErrorCode::UnsupportedProtocol,
-            format!(
-                "protocol version {v:?} is not supported; this build speaks {:?}",
-                crate::SUPPORTED_PROTOCOL_VERSIONS
-            ),
-        )
-        .with_detail("supported", crate::SUPPORTED_PROTOCOL_VERSIONS.join(",")))
+        Err(crate::unsupported_protocol(v))
     }
 }
 

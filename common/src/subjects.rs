@@ -10,6 +10,16 @@ pub const MISSIONS: &str = "boss.missions";
 /// The queue group the boss replicas share on [`MISSIONS`].
 pub const MISSIONS_QUEUE: &str = "boss";
 
+/// The handshake, `swarm.hello.<role>` (`boss`, `manager`, `worker`): a
+/// request/reply subject every replica of the role answers with the protocol
+/// versions and codecs it speaks, its role and its id. No stream captures it.
+pub fn hello(role: &str) -> String {
+    format!("swarm.hello.{role}")
+}
+
+/// Every role's handshake subject.
+pub const HELLO_FILTER: &str = "swarm.hello.*";
+
 /// Requests to the boss's desk of approvals and questions:
 /// `swarm.desk.<user>.<action>`, served by the boss replicas in the
 /// [`MISSIONS_QUEUE`] group.

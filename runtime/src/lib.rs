@@ -4,12 +4,14 @@
 //! putting A2AP messages on the wire and reading them back ([`wire`]),
 //! retrying transient faults ([`retry`]), shutting down on a signal
 //! ([`shutdown`]), asking the boss's desk of approvals and questions
-//! ([`desk`]), setting up logs ([`telemetry`]), and serving health
-//! probes ([`health`]) and Prometheus metrics ([`metrics`]).
+//! ([`desk`]), setting up logs ([`telemetry`]), answering the protocol
+//! handshake ([`hello`]), and serving health probes ([`health`]) and
+//! Prometheus metrics ([`metrics`]).
 
 pub mod config;
 pub mod desk;
 pub mod health;
+pub mod hello;
 pub mod infra;
 pub mod metrics;
 pub mod retry;

@@ -4,9 +4,7 @@
 use async_nats::HeaderMap;
 use async_nats::jetstream::{Context, context::PublishAckFuture, publish::PublishAck};
 use bytes::Bytes;
-use swarm_common::{
-    Codec, DeadLetter, Envelope, ErrorBody, ErrorCode, Payload, headers as h, subjects,
-};
+use swarm_common::{Codec, DeadLetter, Envelope, ErrorBody, Payload, headers as h, subjects};
 
 use crate::RuntimeError;
 
@@ -40,10 +38,7 @@ pub fn decode<T: Payload>(
     if let Some(v) = header(headers, h::PROTOCOL_VERSION)
         && !swarm_common::protocol_supported(v)
     {
-        return Err(ErrorBody::new(
-            ErrorCode::UnsupportedProtocol,
-            format!("protocol version {v:?} is not supported"),
-        ));
+        return Err(swarm_common::unsupported_protocol(v));
     }
     Envelope::<T>::decode(codec_of(headers)?, payload)
 }

@@ -114,6 +114,24 @@ async fn every_bad_mission_gets_a_typed_error_and_the_boss_keeps_serving() {
             "400",
         ),
         (
+            "another major protocol version in the body",
+            None,
+            br#"{"mission": "m", "protocol_version": "99.0"}"#.to_vec(),
+            ErrorCode::UnsupportedProtocol,
+            "400",
+        ),
+        (
+            "another major protocol version in the header",
+            Some({
+                let mut m = ct("application/json");
+                m.insert(h::PROTOCOL_VERSION, "99.0");
+                m
+            }),
+            br#"{"mission": "m"}"#.to_vec(),
+            ErrorCode::UnsupportedProtocol,
+            "400",
+        ),
+        (
             "unknown protocol version in the header",
             Some({
                 let mut m = ct("text/plain");
@@ -312,6 +330,96 @@ async fn garbage_on_a2ap_subjects_becomes_dead_letters_and_nothing_stops() {
     assert_eq!(report.overall_status, SwarmStatus::Completed);
     assert!(
         report.task_results[0].result.contains("2.5"),
+        "{}",
+        report.task_results[0].result
+    );
+    common::assert_all_running(&mut cluster);
+}
+
+/// A deployment of one echo task as JSON, its envelope naming `version`
+/// (in the body and the `A2ap-Version` header), with a field this build
+/// does not know.
+fn deployment_at_version(swarm_id: &str, version: &str) -> (HeaderMap, Bytes) {
+    let now = chrono::Utc::now();
+    let body = swarm_common::SwarmDeployment {
+        mission: format!("deployed at protocol version {version}"),
+        mission_id: None,
+        plan: common::plan(vec![common::task("a", &common::echo("minor"), &[])]),
+        limits: swarm_common::Limits::default(),
+        budget: Default::default(),
+        accepted_at: now,
+        deadline: now + chrono::Duration::minutes(5),
+    };
+    let envelope = swarm_common::Envelope::new("boss-test", "manager", swarm_id, swarm_id, body);
+    let mut value: serde_json::Value = Codec::Json
+        .decode(&Codec::Json.encode(&envelope).unwrap())
+        .unwrap();
+    value["protocol_version"] = serde_json::json!(version);
+    value["added_by_a_newer_minor"] = serde_json::json!({"ignored": true});
+    let mut headers = ct("application/json");
+    headers.insert(h::PROTOCOL_VERSION, version);
+    headers.insert(h::MSG_ID, format!("{swarm_id}.deploy").as_str());
+    (headers, Bytes::from(Codec::Json.encode(&value).unwrap()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_of_another_major_version_is_refused_and_dead_lettered_and_a_newer_minor_is_read()
+{
+    let mut cluster = common::one_of_each().await;
+    let nc = cluster.client().await;
+    let js = jetstream::new(nc.clone());
+
+    // Protocol version 99.0: the manager refuses it, typed, as a dead letter.
+    let refused = "0b7e5a4c-0000-4000-8000-000000000099";
+    let (headers, payload) = deployment_at_version(refused, "99.0");
+    js.publish_with_headers(subjects::deploy(refused), headers, payload)
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let letters = dead_letters(&nc, "manager", 1).await;
+    let letter = letters
+        .iter()
+        .find(|d| d.subject == subjects::deploy(refused))
+        .unwrap_or_else(|| panic!("no dead letter for the 99.0 deployment: {letters:?}"));
+    assert_eq!(letter.reason.code, ErrorCode::UnsupportedProtocol);
+    assert_eq!(letter.reason.code.to_string(), "unsupported_protocol");
+    assert!(
+        letter.reason.message.contains("99.0") && letter.reason.message.contains("1.0"),
+        "{}",
+        letter.reason.message
+    );
+
+    // The same in the body alone (the header says nothing): refused too.
+    let body_only = "0b7e5a4c-0000-4000-8000-000000000098";
+    let (_, payload) = deployment_at_version(body_only, "99.0");
+    js.publish_with_headers(subjects::deploy(body_only), ct("application/json"), payload)
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let letters = dead_letters(&nc, "manager", 2).await;
+    assert!(
+        letters
+            .iter()
+            .any(|d| d.subject == subjects::deploy(body_only)
+                && d.reason.code == ErrorCode::UnsupportedProtocol),
+        "{letters:?}"
+    );
+
+    // Protocol version 1.7, of the current shape plus a field 1.0 does not
+    // know: read, deployed, and the swarm completes.
+    let newer = "0b7e5a4c-0000-4000-8000-000000000017";
+    let (headers, payload) = deployment_at_version(newer, "1.7");
+    js.publish_with_headers(subjects::deploy(newer), headers, payload)
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let report = common::final_report(&cluster, &nc, newer, 60).await;
+    assert_eq!(report.overall_status, SwarmStatus::Completed);
+    assert!(
+        report.task_results[0].result.contains("minor"),
         "{}",
         report.task_results[0].result
     );

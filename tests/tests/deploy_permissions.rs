@@ -176,6 +176,34 @@ async fn each_role_does_its_part_and_nothing_else() {
         .unwrap();
     assert_eq!(&answer.payload[..], b"{\"status\":\"accepted\"}");
 
+    // Every role answers its handshake; a client and an approver read it.
+    for (c, role) in [(&boss, "boss"), (&manager, "manager"), (&worker, "worker")] {
+        swarm_runtime::hello::spawn(&c.client, role, &format!("{role}-1"))
+            .await
+            .unwrap();
+        c.client.flush().await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for asker in [&client, &approver] {
+        for role in ["boss", "manager", "worker"] {
+            let answer = asker
+                .client
+                .request(subjects::hello(role), Bytes::from_static(b""))
+                .await
+                .unwrap_or_else(|e| panic!("{} asks {role}: {e}", asker.user));
+            let hello: swarm_runtime::hello::Hello =
+                serde_json::from_slice(&answer.payload).unwrap();
+            assert_eq!(
+                hello,
+                swarm_runtime::hello::Hello::new(role, &format!("{role}-1"))
+            );
+        }
+        asker.clean();
+    }
+    for c in [&boss, &manager, &worker] {
+        c.clean();
+    }
+
     // The boss records missions, deploys swarms, keeps mission records.
     boss.stored(&subjects::mission_record("s1")).await;
     boss.stored(&subjects::deploy("s1")).await;

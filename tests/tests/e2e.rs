@@ -425,3 +425,62 @@ async fn a_mission_wider_than_the_clients_publish_window_is_deployed_whole() {
     );
     cluster.stop(Duration::from_secs(5)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_role_answers_the_handshake_and_refuses_a_peer_of_another_major() {
+    let cluster = common::one_of_each().await;
+    let nc = cluster.client().await;
+    for role in ["boss", "manager", "worker"] {
+        let subject = swarm_common::subjects::hello(role);
+        let answer = common::eventually(
+            Duration::from_secs(20),
+            Duration::from_millis(200),
+            "a handshake answer",
+            || {
+                let (nc, subject) = (nc.clone(), subject.clone());
+                async move {
+                    nc.request(subject, bytes::Bytes::new())
+                        .await
+                        .map_err(|e| e.to_string())
+                }
+            },
+        )
+        .await;
+        let hello: swarm_runtime::hello::Hello = serde_json::from_slice(&answer.payload).unwrap();
+        assert_eq!(hello.role, role);
+        assert!(hello.id.contains(role), "{}", hello.id);
+        assert_eq!(hello.protocol_versions, ["1.0"]);
+        assert_eq!(hello.codecs, ["application/msgpack", "application/json"]);
+        // An older or newer minor of 1 is a common version.
+        let ok = nc
+            .request(
+                subject.clone(),
+                bytes::Bytes::from_static(br#"{"protocol_versions": ["1.4"]}"#),
+            )
+            .await
+            .unwrap();
+        assert!(serde_json::from_slice::<swarm_runtime::hello::Hello>(&ok.payload).is_ok());
+        // No common major: a typed refusal.
+        let refused = nc
+            .request(
+                subject,
+                bytes::Bytes::from_static(br#"{"protocol_versions": ["99.0", "2.1"]}"#),
+            )
+            .await
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&refused.payload).unwrap();
+        assert_eq!(v["error"]["code"], "unsupported_protocol", "{v}");
+    }
+    // The boss's NATS service says the same in its metadata.
+    let info = nc
+        .request("$SRV.INFO.boss", bytes::Bytes::new())
+        .await
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&info.payload).unwrap();
+    assert_eq!(v["metadata"]["protocol_versions"], "1.0", "{v}");
+    assert_eq!(
+        v["metadata"]["codecs"], "application/msgpack,application/json",
+        "{v}"
+    );
+    assert_eq!(v["metadata"]["hello"], "swarm.hello.boss", "{v}");
+}

@@ -54,6 +54,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
     swarm_runtime::health::starting();
     let client = config.nats.connect(&config.agent_id).await?;
     let infra = Infra::open(&client, config.replicas).await?;
+    swarm_runtime::hello::spawn(&client, "worker", &config.agent_id).await?;
     let a2ap = infra.a2ap().await?;
     let concurrency = config.concurrency.max(1);
     let assignments = consumer::open(&infra, &config, concurrency).await?;

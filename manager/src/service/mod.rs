@@ -127,6 +127,7 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
     swarm_runtime::health::starting();
     let client = config.nats.connect(&config.agent_id).await?;
     let infra = Infra::open(&client, config.replicas).await?;
+    swarm_runtime::hello::spawn(&client, "manager", &config.agent_id).await?;
     let a2ap = infra.a2ap().await?;
     let consumer: PullConsumer = a2ap
         .create_consumer(consumer::config(&config))
