@@ -115,6 +115,18 @@ enum Command {
         #[arg(long, default_value = "cancelled from the swarm CLI")]
         reason: String,
     },
+    /// Ask every boss, manager and worker replica for its handshake: protocol versions, codecs, id.
+    Hello {
+        /// Only this role: boss, manager or worker.
+        #[arg(long, value_parser = ["boss", "manager", "worker"])]
+        role: Option<String>,
+        /// How long to gather answers, in milliseconds.
+        #[arg(long, default_value_t = 500)]
+        wait_ms: u64,
+        /// Print a JSON array of the answers.
+        #[arg(long)]
+        json: bool,
+    },
     /// Create or update the streams and buckets (run once per deployment and after an upgrade, as the admin user).
     Setup {
         /// Copies of each stream and bucket (3 on a three-node cluster).
@@ -511,6 +523,44 @@ async fn run(command: Command, conn: &Connection) -> anyhow::Result<Exit> {
                 client::answer_as(&nc, &conn.desk_user(), &swarm_id, &task_id, &text, &by).await?;
             println!("answered {}/{}: {:?}", swarm_id, task_id, r.question);
             Ok(Exit::Completed)
+        }
+        Command::Hello {
+            role,
+            wait_ms,
+            json,
+        } => {
+            let nc = conn.connect().await?;
+            let roles: Vec<&str> = match role.as_deref() {
+                Some(r) => vec![r],
+                None => client::HELLO_ROLES.to_vec(),
+            };
+            let answers = client::hello(&nc, &roles, Duration::from_millis(wait_ms)).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&answers)?);
+            } else {
+                for h in &answers {
+                    println!(
+                        "{:<8} {:<24} protocol {:<6} codecs {}",
+                        h.role,
+                        h.id,
+                        h.protocol_versions.join(","),
+                        h.codecs.join(",")
+                    );
+                }
+            }
+            let silent: Vec<&str> = roles
+                .iter()
+                .copied()
+                .filter(|r| !answers.iter().any(|h| h.role == *r))
+                .collect();
+            if silent.is_empty() {
+                Ok(Exit::Completed)
+            } else {
+                Err(fail(
+                    Exit::Unreachable,
+                    format!("no {} answered within {wait_ms} ms", silent.join(", no ")),
+                ))
+            }
         }
         Command::Setup { replicas } => {
             let nc = conn.connect().await?;

@@ -546,6 +546,48 @@ pub async fn answer_as(
     }
 }
 
+/// The roles that answer the handshake, in the order `swarm hello` shows them.
+pub const HELLO_ROLES: [&str; 3] = ["boss", "manager", "worker"];
+
+/// Asks every replica of `roles` for its handshake (`swarm.hello.<role>`)
+/// and gathers the answers that come within `window`, by role and id. A
+/// replica that refuses (no common protocol version) is left out.
+pub async fn hello(
+    client: &Client,
+    roles: &[&str],
+    window: Duration,
+) -> anyhow::Result<Vec<swarm_runtime::hello::Hello>> {
+    let inbox = client.new_inbox();
+    let mut replies = client
+        .subscribe(inbox.clone())
+        .await
+        .context("subscribing to the handshake replies")?;
+    for role in roles {
+        client
+            .publish_with_reply(subjects::hello(role), inbox.clone(), Bytes::new())
+            .await
+            .with_context(|| format!("asking the {role} replicas"))?;
+    }
+    client.flush().await.context("asking the replicas")?;
+    let deadline = tokio::time::Instant::now() + window;
+    let mut out = Vec::new();
+    while let Ok(Some(msg)) = tokio::time::timeout_at(deadline, replies.next()).await {
+        if let Ok(h) = serde_json::from_slice::<swarm_runtime::hello::Hello>(&msg.payload) {
+            out.push(h);
+        }
+    }
+    out.sort_by(|a, b| {
+        let rank = |r: &str| {
+            HELLO_ROLES
+                .iter()
+                .position(|x| *x == r)
+                .unwrap_or(usize::MAX)
+        };
+        (rank(&a.role), &a.id).cmp(&(rank(&b.role), &b.id))
+    });
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -817,3 +817,34 @@ async fn the_demo_completes_every_task_from_any_folder() {
     assert!(!run.stdout.contains("swarm report"), "{}", run.stdout);
     assert!(data.join("demo/workspace/notes").is_dir());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hello_lists_every_replica_and_names_a_silent_role() {
+    let mut cluster = common::one_of_each().await;
+    let url = cluster.url();
+    let run = swarm(&url, &["hello", "--json"]).await;
+    assert_code(&run, 0);
+    let roles: Vec<String> = run
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            assert_eq!(h["protocol_versions"][0], "1.0", "{h}");
+            h["role"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(roles, ["boss", "manager", "worker"]);
+    let run = swarm(&url, &["hello", "--role", "manager"]).await;
+    assert_code(&run, 0);
+    assert!(
+        run.stdout.starts_with("manager ") && run.stdout.contains("manager-1"),
+        "{run:?}"
+    );
+    // No worker runs: the command says which role stayed silent (exit 6).
+    cluster.local_mut().workers[0].kill();
+    let run = swarm(&url, &["hello", "--wait-ms", "300"]).await;
+    assert_code(&run, 6);
+    assert!(run.stderr.contains("no worker answered"), "{run:?}");
+    assert!(run.stdout.contains("boss") && run.stdout.contains("manager"));
+}
