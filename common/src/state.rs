@@ -77,6 +77,35 @@ pub struct TaskState {
     pub parent: Option<String>,
 }
 
+impl TaskState {
+    /// A task of `definition` that has not started, in `pool` at `priority`.
+    pub fn pending(definition: TaskDefinition, pool: String, priority: u32) -> TaskState {
+        TaskState {
+            definition,
+            status: TaskStatus::Pending,
+            pool,
+            priority,
+            attempt: 0,
+            revision: 0,
+            feedback: Vec::new(),
+            assigned_at: None,
+            started_at: None,
+            completed_at: None,
+            result_seq: None,
+            result_bytes: 0,
+            result_preview: String::new(),
+            provider: String::new(),
+            error: None,
+            worker_id: None,
+            redeliveries: 0,
+            gate_verdicts: Vec::new(),
+            checks: Default::default(),
+            map: None,
+            parent: None,
+        }
+    }
+}
+
 /// The durable state of one swarm.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SwarmState {

@@ -141,29 +141,7 @@ pub fn deploy(
             .find(|w| w.name == def.assigned_to)
             .map(|w| w.pool.clone())
             .unwrap_or_else(swarm_common::default_pool);
-        state.tasks.push(TaskState {
-            definition: def,
-            status: TaskStatus::Pending,
-            pool,
-            priority,
-            attempt: 0,
-            revision: 0,
-            feedback: Vec::new(),
-            assigned_at: None,
-            started_at: None,
-            completed_at: None,
-            result_seq: None,
-            result_bytes: 0,
-            result_preview: String::new(),
-            provider: String::new(),
-            error: None,
-            worker_id: None,
-            redeliveries: 0,
-            gate_verdicts: Vec::new(),
-            checks: Default::default(),
-            map: None,
-            parent: None,
-        });
+        state.tasks.push(TaskState::pending(def, pool, priority));
     }
     let mut commands = Vec::new();
     assign_ready(&mut state, now, &mut commands);
@@ -813,35 +791,19 @@ fn expand_map(
         .items
         .iter()
         .enumerate()
-        .map(|(k, item)| TaskState {
-            definition: swarm_common::TaskDefinition {
+        .map(|(k, item)| {
+            let definition = swarm_common::TaskDefinition {
                 task_id: map::child_id(&id, k),
                 title: format!("{} #{k}", template.definition.title),
                 description: map::child_description(&template.definition.description, item, k),
                 condition: None,
                 map: None,
                 ..template.definition.clone()
-            },
-            status: TaskStatus::Pending,
-            pool: template.pool.clone(),
-            priority: template.priority,
-            attempt: 0,
-            revision: 0,
-            feedback: Vec::new(),
-            assigned_at: None,
-            started_at: None,
-            completed_at: None,
-            result_seq: None,
-            result_bytes: 0,
-            result_preview: String::new(),
-            provider: String::new(),
-            error: None,
-            worker_id: None,
-            redeliveries: 0,
-            gate_verdicts: Vec::new(),
-            checks: Default::default(),
-            map: None,
-            parent: Some(id.clone()),
+            };
+            TaskState {
+                parent: Some(id.clone()),
+                ..TaskState::pending(definition, template.pool.clone(), template.priority)
+            }
         })
         .collect();
     let t = &mut state.tasks[i];

@@ -6,12 +6,13 @@
 
 #![allow(clippy::unwrap_used)] // tests report failure by panicking
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeZone, Utc};
 use swarm_common::{
-    ErrorBody, ErrorCode, Limits, ResultSubmission, SwarmDeployment, SwarmDeploymentPlan,
-    SwarmState, TaskDefinition, TaskStatus, WorkerDeploymentPlan,
+    ErrorBody, ErrorCode, ResultSubmission, SwarmDeployment, SwarmState, TaskDefinition, TaskStatus,
 };
 use swarm_manager::driver::{
     Arrival, Decoded, Driver, DriverConfig, Effect, Incoming, Input, MAX_HELD, Now, Request,
@@ -24,45 +25,15 @@ fn wall0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 12, 0, 0).unwrap()
 }
 
-fn task(id: &str, deps: &[&str]) -> TaskDefinition {
-    TaskDefinition {
-        task_id: id.into(),
-        title: format!("title {id}"),
-        description: format!("do {id}"),
-        assigned_to: "w".into(),
-        dependencies: deps.iter().map(|d| d.to_string()).collect(),
-        priority: None,
-        max_result_bytes: None,
-        gates: Vec::new(),
-        condition: None,
-        map: None,
-    }
-}
+use support::task;
 
 /// A deployment accepted a minute before the scripts' clock starts.
 fn deployment(tasks: Vec<TaskDefinition>) -> SwarmDeployment {
-    SwarmDeployment {
-        mission: "m".into(),
-        mission_id: None,
-        plan: SwarmDeploymentPlan {
-            manager_directive: "d".into(),
-            workers: vec![WorkerDeploymentPlan {
-                name: "w".into(),
-                role: "r".into(),
-                system_prompt: "p".into(),
-                tools: vec![],
-                collaborators: vec![],
-                pool: "code".into(),
-            }],
-            tasks,
-            success_criteria: vec![],
-            planner: "test".into(),
-        },
-        limits: Limits::default(),
-        budget: Default::default(),
-        accepted_at: wall0() - chrono::Duration::minutes(1),
-        deadline: wall0() + chrono::Duration::hours(1),
-    }
+    support::deployment_between(
+        tasks,
+        wall0() - chrono::Duration::minutes(1),
+        wall0() + chrono::Duration::hours(1),
+    )
 }
 
 /// The chain the scripts run: a, then b, then c.

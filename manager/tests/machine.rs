@@ -2,10 +2,12 @@
 
 #![allow(clippy::unwrap_used)] // tests report failure by panicking
 
+mod support;
+
 use chrono::{TimeZone, Utc};
 use swarm_common::{
-    ErrorBody, ErrorCode, Limits, ResultSubmission, SwarmDeployment, SwarmDeploymentPlan,
-    SwarmState, SwarmStatus, TaskDefinition, TaskStatus, WorkerDeploymentPlan,
+    ErrorBody, ErrorCode, Limits, ResultSubmission, SwarmDeployment, SwarmState, SwarmStatus,
+    TaskDefinition, TaskStatus,
 };
 use swarm_manager::index::Indexed;
 use swarm_manager::machine::{self, Command, Event};
@@ -14,44 +16,10 @@ fn now() -> chrono::DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 12, 0, 0).unwrap()
 }
 
-fn task(id: &str, deps: &[&str]) -> TaskDefinition {
-    TaskDefinition {
-        task_id: id.into(),
-        title: format!("title {id}"),
-        description: format!("do {id}"),
-        assigned_to: "w".into(),
-        dependencies: deps.iter().map(|d| d.to_string()).collect(),
-        priority: None,
-        max_result_bytes: None,
-        gates: Vec::new(),
-        condition: None,
-        map: None,
-    }
-}
+use support::task;
 
 fn deployment(tasks: Vec<TaskDefinition>) -> SwarmDeployment {
-    SwarmDeployment {
-        mission: "m".into(),
-        mission_id: None,
-        plan: SwarmDeploymentPlan {
-            manager_directive: "d".into(),
-            workers: vec![WorkerDeploymentPlan {
-                name: "w".into(),
-                role: "r".into(),
-                system_prompt: "p".into(),
-                tools: vec![],
-                collaborators: vec![],
-                pool: "code".into(),
-            }],
-            tasks,
-            success_criteria: vec![],
-            planner: "test".into(),
-        },
-        limits: Limits::default(),
-        budget: Default::default(),
-        accepted_at: now(),
-        deadline: now() + chrono::Duration::hours(1),
-    }
+    support::deployment_between(tasks, now(), now() + chrono::Duration::hours(1))
 }
 
 fn assigned(cmds: &[Command]) -> Vec<(String, u32, u32)> {
