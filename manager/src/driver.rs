@@ -1028,10 +1028,7 @@ impl<P> Driver<P> {
     fn written(&mut self, now: Now, written: Result<Option<u64>, String>, out: &mut Ready<P>) {
         match written {
             Ok(Some(revision)) => {
-                if let Some(c) = self.cache.as_mut() {
-                    c.revision = revision;
-                    c.dirty = false;
-                }
+                self.stored(revision);
                 self.after_write(now, out)
             }
             Ok(None) => {
@@ -1102,6 +1099,14 @@ impl<P> Driver<P> {
         }
     }
 
+    /// The cached state is now stored at `revision`.
+    fn stored(&mut self, revision: u64) {
+        if let Some(c) = self.cache.as_mut() {
+            c.revision = revision;
+            c.dirty = false;
+        }
+    }
+
     fn report_written(
         &mut self,
         now: Now,
@@ -1110,10 +1115,7 @@ impl<P> Driver<P> {
     ) {
         match written {
             Ok(Some(revision)) => {
-                if let Some(c) = self.cache.as_mut() {
-                    c.revision = revision;
-                    c.dirty = false;
-                }
+                self.stored(revision);
                 self.applied(now, out)
             }
             Ok(None) => self.request(Phase::ReportReading, Request::Read, out),
@@ -1268,9 +1270,8 @@ impl<P> Driver<P> {
     ) {
         match written {
             Ok(Some(revision)) => {
-                if let Some(c) = self.cache.as_mut() {
-                    c.revision = revision;
-                    c.dirty = false;
+                self.stored(revision);
+                if let Some(c) = self.cache.as_ref() {
                     out.effects.push(deadline(&c.state));
                 }
             }

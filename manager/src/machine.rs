@@ -618,12 +618,7 @@ fn assign_if_ready(
                 }
                 continue;
             }
-            let t = &mut state.tasks[i];
-            t.status = TaskStatus::Assigned;
-            t.attempt = 1;
-            t.assigned_at = Some(now);
-            let cmd = assignment(state, &state.tasks[i]);
-            commands.push(cmd);
+            commands.push(assign_first(state, i, now));
         }
         candidates = skipped
             .into_iter()
@@ -860,12 +855,7 @@ fn assign_children(state: &mut Indexed, m: usize, now: DateTime<Utc>, commands: 
         if state.tasks[c].status != TaskStatus::Pending {
             continue;
         }
-        let t = &mut state.tasks[c];
-        t.status = TaskStatus::Assigned;
-        t.attempt = 1;
-        t.assigned_at = Some(now);
-        let cmd = assignment(state, &state.tasks[c]);
-        commands.push(cmd);
+        commands.push(assign_first(state, c, now));
         out += 1;
     }
 }
@@ -937,6 +927,15 @@ fn child_ended(state: &mut Indexed, c: usize, now: DateTime<Utc>, commands: &mut
     } else {
         assign_children(state, m, now, commands);
     }
+}
+
+/// Hands task `i` to its pool for the first time: its first attempt.
+fn assign_first(state: &mut Indexed, i: usize, now: DateTime<Utc>) -> Command {
+    let t = &mut state.tasks[i];
+    t.status = TaskStatus::Assigned;
+    t.attempt = 1;
+    t.assigned_at = Some(now);
+    assignment(state, &state.tasks[i])
 }
 
 fn finish_if_done(state: &mut SwarmState, now: DateTime<Utc>, commands: &mut Vec<Command>) {
