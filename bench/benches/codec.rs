@@ -19,6 +19,7 @@ use swarm_common::{
 
 fn assignment() -> TaskAssignment {
     TaskAssignment {
+        child: None,
         token: String::new(),
         task_id: "t17".into(),
         title: "Echo step 17".into(),

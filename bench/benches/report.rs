@@ -19,6 +19,7 @@ fn report(n: usize) -> FinalReport {
     let start = Utc::now();
     let task_results = (0..n)
         .map(|i| TaskOutcome {
+            child_swarm: None,
             task_id: format!("t{i}"),
             title: format!("Echo step {i}"),
             description: format!("call echo with the text of step {i}"),

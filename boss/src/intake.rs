@@ -114,6 +114,7 @@ impl Intake {
         let now = Utc::now();
         let plan = request.plan.as_ref().map(crate::planning::explicit_plan);
         let record = MissionRecord {
+            parent: None,
             swarm_id: swarm_id.clone(),
             request,
             status: if plan.is_some() {

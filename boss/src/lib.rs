@@ -13,6 +13,7 @@
 //! `FinalReport` ([`ReportInput`]) into the self-contained HTML page the
 //! boss stores (the report benchmark times it).
 
+pub mod children;
 pub mod desk;
 pub mod intake;
 pub mod planning;
@@ -169,6 +170,22 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
     )
     .await?;
 
+    // Sub-manager tasks: the boss starts each as a child swarm. Its
+    // `ack_wait` covers recording one child, not running it.
+    let children_consumer = durable(
+        &infra,
+        subjects::WORK_STREAM,
+        &children::consumer_name(),
+        &subjects::work_filter(swarm_common::hierarchy::SUB_MANAGER_POOL),
+        Duration::from_secs(30),
+    )
+    .await?;
+    let children = Arc::new(children::Children {
+        infra: infra.clone(),
+        limits: config.limits.clone(),
+        agent_id: config.agent_id.clone(),
+    });
+
     let intake = Arc::new(intake::Intake {
         infra: infra.clone(),
         limits: config.limits.clone(),
@@ -207,6 +224,10 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
         .messages()
         .await
         .context("pulling missions")?;
+    let mut assigned = children_consumer
+        .messages()
+        .await
+        .context("pulling sub-manager tasks")?;
     info!(agent_id = %config.agent_id, reports_dir = %config.reports_dir.display(), "boss ready");
     swarm_runtime::health::started();
 
@@ -224,6 +245,17 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
                 let (desk, client) = (desk.clone(), client.clone());
                 inflight.spawn(async move { desk.respond(&client, request).await });
             }
+            Some(next) = assigned.next() => match next {
+                Ok(msg) => {
+                    let children = children.clone();
+                    inflight.spawn(async move { children.handle(msg).await });
+                }
+                Err(e) => {
+                    if let Some(fresh) = pull_again("sub-manager tasks", &e, children_consumer.messages()).await {
+                        assigned = fresh;
+                    }
+                }
+            },
             Some(next) = planned.next() => match next {
                 Ok(msg) => {
                     let planner = planner.clone();

@@ -11,7 +11,7 @@ use swarm_common::{
     Envelope, ErrorBody, ErrorCode, ErrorMessage, Limits, SwarmDeployment, SwarmDeploymentPlan,
     mission::{MissionRecord, MissionStatus},
     subjects,
-    validate::validate_plan,
+    validate::validate_plan_at,
 };
 use swarm_runtime::{Infra, wire};
 use tracing::{info, warn};
@@ -115,7 +115,8 @@ impl Planner {
                 None => swarm_agent::offline_plan(&request.mission, &self.tool_names),
             },
         };
-        if let Err(e) = validate_plan(&plan, &self.limits) {
+        let depth = record.parent.as_ref().map_or(0, |p| p.depth);
+        if let Err(e) = validate_plan_at(&plan, &self.limits, depth) {
             return self.fail(record, e).await;
         }
         deploy(&self.infra, &self.agent_id, record, &plan, &self.limits).await?;
@@ -131,6 +132,20 @@ impl Planner {
     async fn fail(&self, record: &MissionRecord, error: ErrorBody) -> anyhow::Result<()> {
         let swarm_id = &record.swarm_id;
         warn!(%swarm_id, reason = %error.message, "mission cannot be planned");
+        if record.parent.is_some() {
+            // A child swarm's parent task waits for its answer: deploy the
+            // child as failed, and its manager's report gives the reason.
+            let why = format!("planning failed: {}", error.message);
+            deploy_as(
+                &self.infra,
+                &self.agent_id,
+                record,
+                &unplanned(),
+                &self.limits,
+                Some(why),
+            )
+            .await?;
+        }
         let env = Envelope::new(
             self.agent_id.as_str(),
             "client",
@@ -182,11 +197,37 @@ pub async fn deploy(
     plan: &SwarmDeploymentPlan,
     limits: &Limits,
 ) -> anyhow::Result<()> {
+    deploy_as(infra, agent_id, record, plan, limits, None).await
+}
+
+/// The plan of a child swarm that could not be planned: no one to run it.
+fn unplanned() -> SwarmDeploymentPlan {
+    SwarmDeploymentPlan {
+        manager_directive: String::new(),
+        workers: Vec::new(),
+        tasks: Vec::new(),
+        success_criteria: Vec::new(),
+        planner: "none".into(),
+        sub_managers: Vec::new(),
+    }
+}
+
+/// [`deploy`], for a child swarm that `failure` says could not be planned.
+async fn deploy_as(
+    infra: &Infra,
+    agent_id: &str,
+    record: &MissionRecord,
+    plan: &SwarmDeploymentPlan,
+    limits: &Limits,
+    failure: Option<String>,
+) -> anyhow::Result<()> {
     let swarm_id = &record.swarm_id;
     let request = &record.request;
     let max_execution = chrono::Duration::from_std(request.max_execution(limits))
         .unwrap_or_else(|_| chrono::Duration::minutes(i64::from(limits.max_execution_minutes)));
     let deployment = SwarmDeployment {
+        failure,
+        parent: record.parent.clone(),
         mission: request.mission.clone(),
         mission_id: request.mission_id.clone(),
         plan: plan.clone(),

@@ -943,6 +943,7 @@ mod tests {
 
     fn outcome(id: &str, status: TaskStatus) -> TaskOutcome {
         TaskOutcome {
+            child_swarm: None,
             task_id: id.to_string(),
             title: format!("Title of {id}"),
             description: format!("Describe {id}"),
@@ -1030,6 +1031,7 @@ mod tests {
             pool: "general".to_string(),
         };
         let plan = SwarmDeploymentPlan {
+            sub_managers: Vec::new(),
             manager_directive: "Deliver a comparison table.".to_string(),
             workers: vec![
                 worker("researcher", "Finds facts"),

@@ -21,6 +21,7 @@ fn at(h: u32, m: u32, s: u32, ms: u32) -> DateTime<Utc> {
 
 fn task(id: &str, status: TaskStatus) -> TaskOutcome {
     TaskOutcome {
+        child_swarm: None,
         task_id: id.to_string(),
         title: format!("Title of {id}"),
         description: format!("Do {id}"),
@@ -137,6 +138,7 @@ fn failed_mission() -> (FinalReport, SwarmDeploymentPlan) {
         pool: "general".to_string(),
     };
     let plan = SwarmDeploymentPlan {
+        sub_managers: Vec::new(),
         manager_directive: "Compare the frameworks.".to_string(),
         workers: vec![persona("researcher"), persona("analyst"), persona("writer")],
         tasks: Vec::new(),

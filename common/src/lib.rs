@@ -16,6 +16,7 @@ pub mod codec;
 pub mod condition;
 pub mod error;
 pub mod gates;
+pub mod hierarchy;
 pub mod limits;
 pub mod map;
 pub mod messages;

@@ -35,6 +35,13 @@ pub struct Limits {
     pub max_steps: u32,
     /// Longest a swarm may run, in minutes.
     pub max_execution_minutes: u32,
+    /// Deepest nesting of child swarms ([`crate::hierarchy`]): 0 allows no
+    /// sub-managers, 1 lets a mission's swarm have children but not
+    /// grandchildren (default 3).
+    pub max_swarm_depth: u32,
+    /// Most tasks of one plan assigned to sub-managers, so most child swarms
+    /// one swarm runs at a time (default 16).
+    pub max_child_swarms: usize,
     /// Bounds on what the plan's tasks carry: titles, gates, their schemas
     /// and regular expressions. Behind a pointer, so that the messages that
     /// carry limits stay small (`{"task": {...}}` on the wire).
@@ -53,6 +60,8 @@ impl Default for Limits {
             max_attempts: 3,
             max_steps: 8,
             max_execution_minutes: 60,
+            max_swarm_depth: 3,
+            max_child_swarms: 16,
             task: Box::default(),
         }
     }

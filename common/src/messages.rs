@@ -237,6 +237,10 @@ pub struct SwarmDeploymentPlan {
     /// Who made the plan (`offline-planner`, `explicit`, a model name).
     #[serde(default)]
     pub planner: String,
+    /// Sub-manager personas: a task assigned to one runs as a child swarm
+    /// ([`crate::hierarchy`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sub_managers: Vec<crate::hierarchy::SubManagerPlan>,
 }
 
 /// A message a payload type can be: ties the Rust type to its [`MessageType`].
@@ -734,6 +738,14 @@ pub struct SwarmDeployment {
     #[serde(with = "crate::timestamp")]
     #[schemars(schema_with = "crate::timestamp::schema")]
     pub deadline: DateTime<Utc>,
+    /// The parent task this swarm runs for, when it is a child swarm
+    /// ([`crate::hierarchy`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<crate::hierarchy::ParentTask>,
+    /// Why the boss could not plan this child swarm: the manager records it
+    /// as failed with this reason, and its report answers the parent task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 impl Payload for SwarmDeployment {
@@ -757,6 +769,10 @@ impl<'de> Deserialize<'de> for SwarmDeployment {
             accepted_at: DateTime<Utc>,
             #[serde(default, with = "crate::timestamp::option")]
             deadline: Option<DateTime<Utc>>,
+            #[serde(default)]
+            parent: Option<crate::hierarchy::ParentTask>,
+            #[serde(default)]
+            failure: Option<String>,
         }
         let w = OnWire::deserialize(d)?;
         let read = seed::ReadPlan::from(w.plan);
@@ -782,6 +798,8 @@ impl<'de> Deserialize<'de> for SwarmDeployment {
             limits: w.limits,
             budget: w.budget,
             accepted_at: w.accepted_at,
+            parent: w.parent,
+            failure: w.failure,
         })
     }
 }
@@ -857,6 +875,10 @@ pub struct TaskAssignment {
     /// workers and the manager can read it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub token: String,
+    /// For a task assigned to a sub-manager: the child swarm to run it as
+    /// ([`crate::hierarchy`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child: Option<crate::hierarchy::ChildSwarm>,
 }
 
 impl Payload for TaskAssignment {
@@ -1032,6 +1054,10 @@ pub struct TaskOutcome {
     /// The provider that produced the accepted result.
     #[serde(default)]
     pub provider: String,
+    /// The child swarm that ran this task's last version, for a task of a
+    /// sub-manager ([`crate::hierarchy`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child_swarm: Option<String>,
 }
 
 /// How a swarm stands; in the final report, how it went.

@@ -373,6 +373,11 @@ pub struct MissionRecord {
     /// Why planning failed.
     #[serde(default)]
     pub error: Option<ErrorBody>,
+    /// The parent task, for a child swarm's mission ([`crate::hierarchy`]).
+    /// Only the boss sets it, from a sub-manager's assignment: a mission
+    /// sent to `boss.missions` never has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<crate::hierarchy::ParentTask>,
 }
 
 #[cfg(test)]

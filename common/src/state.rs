@@ -163,6 +163,12 @@ pub struct SwarmState {
     /// Whether the final report has been published (it is published once).
     #[serde(default)]
     pub report_published: bool,
+    /// The plan's sub-manager personas ([`crate::hierarchy`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sub_managers: Vec<crate::hierarchy::SubManagerPlan>,
+    /// The parent task this swarm runs for, when it is a child swarm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<crate::hierarchy::ParentTask>,
 }
 
 impl SwarmState {
@@ -170,6 +176,24 @@ impl SwarmState {
     /// which looks tasks up for every event, keeps an index over them.)
     pub fn task(&self, task_id: &str) -> Option<&TaskState> {
         self.tasks.iter().find(|t| t.definition.task_id == task_id)
+    }
+
+    /// How deep this swarm sits: 0 for a mission's own swarm.
+    pub fn depth(&self) -> u32 {
+        self.parent.as_ref().map_or(0, |p| p.depth)
+    }
+
+    /// The child swarm that runs the current version of `task`, if it is
+    /// a sub-manager's task that has been assigned.
+    pub fn child_of(&self, task: &TaskState) -> Option<String> {
+        (task.pool == crate::hierarchy::SUB_MANAGER_POOL && task.attempt > 0).then(|| {
+            crate::hierarchy::child_swarm_id(
+                &self.swarm_id,
+                &task.definition.task_id,
+                task.attempt,
+                task.revision,
+            )
+        })
     }
 
     /// How many tasks are in each status.

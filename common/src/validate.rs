@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use crate::condition::{self, Condition};
 use crate::error::{ErrorBody, ErrorCode};
 use crate::gates::excerpt;
+use crate::hierarchy::SUB_MANAGER_POOL;
 use crate::limits::Limits;
 use crate::messages::{SwarmDeploymentPlan, TaskDefinition};
 use crate::subjects::is_token;
@@ -22,23 +23,32 @@ pub fn expand_tasks(plan: &SwarmDeploymentPlan) -> Cow<'_, [TaskDefinition]> {
     if !plan.tasks.is_empty() {
         return Cow::Borrowed(&plan.tasks);
     }
-    let tasks = plan
+    // Workers first, then sub-managers, each with its persona's own text
+    // when the plan has no directive.
+    let personas = plan
         .workers
         .iter()
+        .map(|w| (&w.name, &w.role, &w.system_prompt))
+        .chain(
+            plan.sub_managers
+                .iter()
+                .map(|s| (&s.name, &s.role, &s.role)),
+        );
+    let tasks = personas
         .enumerate()
-        .map(|(i, w)| TaskDefinition {
+        .map(|(i, (name, role, prompt))| TaskDefinition {
             task_id: format!("task-{}", i + 1),
-            title: if w.role.is_empty() {
-                w.name.clone()
+            title: if role.is_empty() {
+                name.clone()
             } else {
-                w.role.clone()
+                role.clone()
             },
             description: if plan.manager_directive.is_empty() {
-                w.system_prompt.clone()
+                prompt.clone()
             } else {
                 plan.manager_directive.clone()
             },
-            assigned_to: w.name.clone(),
+            assigned_to: name.clone(),
             dependencies: Vec::new(),
             priority: None,
             max_result_bytes: None,
@@ -60,6 +70,18 @@ pub fn expand_tasks(plan: &SwarmDeploymentPlan) -> Cow<'_, [TaskDefinition]> {
 /// and is well formed ([`crate::condition`]). The error names the first problem found. The work is linear
 /// in the plan's size: nothing is compiled here.
 pub fn validate_plan(plan: &SwarmDeploymentPlan, limits: &Limits) -> Result<(), ErrorBody> {
+    validate_plan_at(plan, limits, 0)
+}
+
+/// [`validate_plan`] for the plan of a swarm `depth` levels below a
+/// mission's own (0: the mission's own): its sub-managers
+/// ([`crate::hierarchy`]) are checked too, each given plan one level
+/// deeper, and none may sit deeper than [`Limits::max_swarm_depth`].
+pub fn validate_plan_at(
+    plan: &SwarmDeploymentPlan,
+    limits: &Limits,
+    depth: u32,
+) -> Result<(), ErrorBody> {
     if plan.workers.is_empty() {
         return Err(invalid("the plan has no workers"));
     }
@@ -87,6 +109,12 @@ pub fn validate_plan(plan: &SwarmDeploymentPlan, limits: &Limits) -> Result<(), 
         }
         if !names.insert(w.name.as_str()) {
             return Err(invalid(format!("worker {:?} appears twice", w.name)));
+        }
+        if w.pool == SUB_MANAGER_POOL {
+            return Err(invalid(format!(
+                "worker {:?} names pool {SUB_MANAGER_POOL:?}, which is the sub-managers'",
+                w.name
+            )));
         }
         if !is_token(&w.pool) {
             return Err(invalid(format!(
@@ -116,6 +144,7 @@ pub fn validate_plan(plan: &SwarmDeploymentPlan, limits: &Limits) -> Result<(), 
             )));
         }
     }
+    let subs = check_sub_managers(plan, limits, depth, &mut names)?;
     let tasks = expand_tasks(plan);
     if tasks.len() > limits.max_tasks {
         return Err(ErrorBody::new(
@@ -165,7 +194,7 @@ pub fn validate_plan(plan: &SwarmDeploymentPlan, limits: &Limits) -> Result<(), 
         }
         if !names.contains(t.assigned_to.as_str()) {
             return Err(invalid(format!(
-                "task {:?} is assigned to {:?}, which is not one of the plan's workers",
+                "task {:?} is assigned to {:?}, which is not one of the plan's workers or sub-managers",
                 t.task_id,
                 excerpt(&t.assigned_to, 60)
             ))
@@ -216,8 +245,96 @@ pub fn validate_plan(plan: &SwarmDeploymentPlan, limits: &Limits) -> Result<(), 
             check_map(t, map, &ids, &tasks)?;
         }
     }
+    let children = tasks
+        .iter()
+        .filter(|t| subs.contains(t.assigned_to.as_str()))
+        .count();
+    for t in tasks
+        .iter()
+        .filter(|t| subs.contains(t.assigned_to.as_str()))
+    {
+        if t.map.is_some() {
+            return Err(invalid(format!(
+                "task {:?} is a map task assigned to sub-manager {:?}: a map's children run on workers",
+                t.task_id, t.assigned_to
+            ))
+            .with_detail("task_id", &t.task_id));
+        }
+    }
+    if children > limits.max_child_swarms {
+        return Err(ErrorBody::new(
+            ErrorCode::LimitExceeded,
+            format!(
+                "the plan assigns {children} tasks to sub-managers; the limit is {}",
+                limits.max_child_swarms
+            ),
+        )
+        .with_detail("limit", limits.max_child_swarms));
+    }
     topological_order(&tasks)?;
     Ok(())
+}
+
+/// Checks a plan's sub-managers: named apart from every other persona
+/// (their names join `names`), allowed at this depth, and each one's own
+/// plan valid one level deeper. Returns their names.
+fn check_sub_managers<'a>(
+    plan: &'a SwarmDeploymentPlan,
+    limits: &Limits,
+    depth: u32,
+    names: &mut HashSet<&'a str>,
+) -> Result<HashSet<&'a str>, ErrorBody> {
+    if plan.sub_managers.is_empty() {
+        return Ok(HashSet::new());
+    }
+    if depth >= limits.max_swarm_depth {
+        return Err(ErrorBody::new(
+            ErrorCode::LimitExceeded,
+            format!(
+                "the plan has sub-managers at depth {depth}; child swarms may nest {} deep",
+                limits.max_swarm_depth
+            ),
+        )
+        .with_detail("limit", limits.max_swarm_depth));
+    }
+    if plan.sub_managers.len() > limits.max_workers {
+        return Err(ErrorBody::new(
+            ErrorCode::LimitExceeded,
+            format!(
+                "the plan has {} sub-managers; the limit is {}",
+                plan.sub_managers.len(),
+                limits.max_workers
+            ),
+        ));
+    }
+    let mut subs = HashSet::new();
+    for s in &plan.sub_managers {
+        if s.name.trim().is_empty() || s.name.len() > 128 {
+            return Err(invalid("a sub-manager's name must be 1 to 128 bytes"));
+        }
+        if !names.insert(s.name.as_str()) {
+            return Err(invalid(format!("persona {:?} appears twice", s.name)));
+        }
+        subs.insert(s.name.as_str());
+        if s.role.len() > limits.task.max_title_bytes {
+            return Err(ErrorBody::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "sub-manager {:?}'s role is {} bytes; the limit is {}",
+                    s.name,
+                    s.role.len(),
+                    limits.task.max_title_bytes
+                ),
+            ));
+        }
+        if let Some(p) = &s.plan {
+            validate_plan_at(p, limits, depth + 1).map_err(|e| ErrorBody {
+                message: format!("sub-manager {:?}'s plan: {}", s.name, e.message),
+                ..e
+            })?;
+        }
+    }
+    Ok(subs)
 }
 
 /// Checks a task's condition: within its bounds (tests, nesting), with no
@@ -422,6 +539,7 @@ mod tests {
 
     fn plan(tasks: Vec<TaskDefinition>) -> SwarmDeploymentPlan {
         SwarmDeploymentPlan {
+            sub_managers: Vec::new(),
             manager_directive: "d".into(),
             workers: vec![WorkerDeploymentPlan {
                 name: "w".into(),
@@ -435,6 +553,100 @@ mod tests {
             success_criteria: vec![],
             planner: "test".into(),
         }
+    }
+
+    /// `p` with a sub-manager `lead` (plan `child`) and task `s` assigned to it.
+    fn with_sub(
+        mut p: SwarmDeploymentPlan,
+        child: Option<SwarmDeploymentPlan>,
+    ) -> SwarmDeploymentPlan {
+        p.sub_managers.push(crate::hierarchy::SubManagerPlan {
+            name: "lead".into(),
+            role: "leads".into(),
+            plan: child.map(Box::new),
+        });
+        p.tasks.push(TaskDefinition {
+            assigned_to: "lead".into(),
+            ..task("s", &[])
+        });
+        p
+    }
+
+    #[test]
+    fn sub_managers_nest_within_the_depth_limit() {
+        let limits = Limits {
+            max_swarm_depth: 2,
+            ..Limits::default()
+        };
+        let leaf = plan(vec![task("a", &[])]);
+        let two = with_sub(
+            plan(vec![]),
+            Some(with_sub(plan(vec![]), Some(leaf.clone()))),
+        );
+        assert!(validate_plan(&two, &limits).is_ok());
+        let three = with_sub(plan(vec![]), Some(two.clone()));
+        let e = validate_plan(&three, &limits).unwrap_err();
+        assert_eq!(e.code, ErrorCode::LimitExceeded);
+        assert!(e.message.contains("depth 2"), "{}", e.message);
+        // A child planned by the boss is checked at its own depth.
+        assert!(validate_plan_at(&two, &limits, 1).is_err());
+        assert!(validate_plan_at(&leaf, &limits, 2).is_ok());
+        let none = Limits {
+            max_swarm_depth: 0,
+            ..Limits::default()
+        };
+        assert!(validate_plan(&with_sub(plan(vec![]), None), &none).is_err());
+    }
+
+    #[test]
+    fn sub_managers_are_named_apart_and_bounded_in_number_of_tasks() {
+        let mut p = with_sub(plan(vec![]), None);
+        assert!(validate_plan(&p, &Limits::default()).is_ok());
+        p.sub_managers[0].name = "w".into();
+        let e = validate_plan(&p, &Limits::default()).unwrap_err();
+        assert!(e.message.contains("appears twice"), "{}", e.message);
+
+        let mut p = with_sub(plan(vec![]), None);
+        p.tasks.push(TaskDefinition {
+            assigned_to: "lead".into(),
+            ..task("s2", &[])
+        });
+        let limits = Limits {
+            max_child_swarms: 1,
+            ..Limits::default()
+        };
+        let e = validate_plan(&p, &limits).unwrap_err();
+        assert_eq!(e.code, ErrorCode::LimitExceeded);
+        assert!(
+            e.message.contains("2 tasks to sub-managers"),
+            "{}",
+            e.message
+        );
+
+        let mut p = plan(vec![task("a", &[])]);
+        p.workers[0].pool = crate::hierarchy::SUB_MANAGER_POOL.into();
+        assert!(validate_plan(&p, &Limits::default()).is_err());
+    }
+
+    #[test]
+    fn a_sub_managers_own_plan_is_checked_and_named_in_the_refusal() {
+        let bad = plan(vec![task("a", &["missing"])]);
+        let e = validate_plan(&with_sub(plan(vec![]), Some(bad)), &Limits::default()).unwrap_err();
+        assert!(
+            e.message.starts_with("sub-manager \"lead\"'s plan:"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn a_plan_without_tasks_gives_each_sub_manager_a_task_too() {
+        let mut p = with_sub(plan(vec![]), None);
+        p.tasks.clear();
+        let tasks = expand_tasks(&p);
+        let owners: Vec<&str> = tasks.iter().map(|t| t.assigned_to.as_str()).collect();
+        assert_eq!(owners, ["w", "lead"]);
+        assert!(validate_plan(&p, &Limits::default()).is_ok());
     }
 
     #[test]

@@ -88,6 +88,7 @@ fn task_definition() -> TaskDefinition {
 
 fn plan() -> SwarmDeploymentPlan {
     SwarmDeploymentPlan {
+        sub_managers: Vec::new(),
         manager_directive: "Count the words, then report.".into(),
         workers: vec![persona()],
         tasks: vec![
@@ -128,6 +129,8 @@ fn budget() -> swarm_common::MissionBudget {
 
 fn deployment() -> SwarmDeployment {
     SwarmDeployment {
+        failure: None,
+        parent: None,
         mission: "1. read notes.txt\n2. count the words".into(),
         mission_id: Some("mission-42".into()),
         plan: plan(),
@@ -143,6 +146,7 @@ fn deployment() -> SwarmDeployment {
 
 fn assignment() -> TaskAssignment {
     TaskAssignment {
+        child: None,
         token: String::new(),
         task_id: "t2".into(),
         title: "Count the words".into(),
@@ -220,6 +224,7 @@ fn submission() -> ResultSubmission {
 
 fn outcome() -> TaskOutcome {
     TaskOutcome {
+        child_swarm: None,
         task_id: "t2".into(),
         title: "Count the words".into(),
         description: "count the words in notes.txt".into(),
@@ -279,6 +284,8 @@ fn control() -> Control {
 
 fn swarm_state() -> SwarmState {
     SwarmState {
+        parent: None,
+        sub_managers: Vec::new(),
         swarm_id: "0b6e3c1a-9f2d-4c8e-a1b7-5d4f3e2a1c0b".into(),
         mission: "count the words in notes.txt".into(),
         mission_id: Some("mission-42".into()),
@@ -355,6 +362,7 @@ fn mission_request() -> MissionRequest {
 
 fn mission_record() -> MissionRecord {
     MissionRecord {
+        parent: None,
         swarm_id: "0b6e3c1a-9f2d-4c8e-a1b7-5d4f3e2a1c0b".into(),
         request: mission_request(),
         status: MissionStatus::Deployed,

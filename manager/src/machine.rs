@@ -15,7 +15,8 @@ use swarm_common::outcome::unrecovered_tool_failure;
 use swarm_common::{
     ContextRef, ErrorBody, ErrorCode, GateVerdict, ResultSubmission, SwarmDeployment, SwarmState,
     SwarmStatus, TaskAssignment, TaskState, TaskStatus,
-    validate::{expand_tasks, priorities, validate_plan},
+    hierarchy::{ChildSwarm, SUB_MANAGER_POOL},
+    validate::{expand_tasks, priorities, validate_plan_at},
 };
 
 use crate::index::{Indexed, TaskIndex};
@@ -118,8 +119,17 @@ pub fn deploy(
         metrics: Default::default(),
         last_manager: String::new(),
         report_published: false,
+        sub_managers: d.plan.sub_managers.clone(),
+        parent: d.parent.clone(),
     });
-    let checked = validate_plan(&d.plan, &d.limits).and_then(|()| {
+    if let Some(why) = &d.failure {
+        state.status = SwarmStatus::Failed;
+        state.completed_at = Some(now);
+        state.cancel_reason = Some(why.clone());
+        return (state, vec![Command::Finalize]);
+    }
+    let depth = state.depth();
+    let checked = validate_plan_at(&d.plan, &d.limits, depth).and_then(|()| {
         let tasks = expand_tasks(&d.plan).into_owned();
         let prio = priorities(&tasks)?;
         Ok((tasks, prio))
@@ -140,7 +150,17 @@ pub fn deploy(
             .iter()
             .find(|w| w.name == def.assigned_to)
             .map(|w| w.pool.clone())
-            .unwrap_or_else(swarm_common::default_pool);
+            .unwrap_or_else(|| {
+                if d.plan
+                    .sub_managers
+                    .iter()
+                    .any(|s| s.name == def.assigned_to)
+                {
+                    SUB_MANAGER_POOL.to_string()
+                } else {
+                    swarm_common::default_pool()
+                }
+            });
         state.tasks.push(TaskState::pending(def, pool, priority));
     }
     let mut commands = Vec::new();
@@ -964,13 +984,23 @@ fn assignment(state: &Indexed, t: &TaskState) -> Command {
         .cloned()
         .unwrap_or_else(|| swarm_common::WorkerDeploymentPlan {
             name: t.definition.assigned_to.clone(),
-            role: String::new(),
+            role: state
+                .sub_managers
+                .iter()
+                .find(|s| s.name == t.definition.assigned_to)
+                .map(|s| s.role.clone())
+                .unwrap_or_default(),
             system_prompt: String::new(),
             tools: Vec::new(),
             collaborators: Vec::new(),
             pool: t.pool.clone(),
         });
-    // A map task's result is its children's: they are the context.
+    // A map task's result is its children's: they are the context. A child
+    // swarm's first tasks get what its parent task was given.
+    let inherited = match &state.parent {
+        Some(p) if t.definition.dependencies.is_empty() => p.context.clone(),
+        _ => Vec::new(),
+    };
     let context = t
         .definition
         .dependencies
@@ -988,6 +1018,7 @@ fn assignment(state: &Indexed, t: &TaskState) -> Command {
                 result: None,
             })
         })
+        .chain(inherited)
         .collect();
     let max_result_bytes = t
         .definition
@@ -1022,6 +1053,15 @@ fn assignment(state: &Indexed, t: &TaskState) -> Command {
             budget: state.budget.clone(),
             spent_tokens: tokens_spent(state),
             spent_cost_usd: cost_spent(state),
+            child: (t.pool == SUB_MANAGER_POOL).then(|| ChildSwarm {
+                sub_manager: t.definition.assigned_to.clone(),
+                plan: state
+                    .sub_managers
+                    .iter()
+                    .find(|s| s.name == t.definition.assigned_to)
+                    .and_then(|s| s.plan.clone()),
+                depth: state.depth() + 1,
+            }),
         }),
     }
 }

@@ -4,7 +4,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
-use swarm_common::{FinalReport, SwarmState, SwarmStatus, TaskOutcome, TaskStatus};
+use swarm_common::{
+    ErrorBody, ErrorCode, FinalReport, SwarmState, SwarmStatus, TaskOutcome, TaskStatus,
+};
 
 /// Builds the report. `results` maps task ids to their accepted result text;
 /// when their total exceeds `budget_bytes`, each is shortened to a fair share
@@ -56,6 +58,7 @@ pub fn build(
                 error: t.error.clone(),
                 gate_verdicts: t.gate_verdicts.clone(),
                 provider: t.provider.clone(),
+                child_swarm: state.child_of(t),
             }
         })
         .collect();
@@ -268,10 +271,126 @@ fn metrics(state: &SwarmState, completed_at: DateTime<Utc>) -> BTreeMap<String, 
     m
 }
 
+/// A child swarm's answer to its parent task ([`swarm_common::hierarchy`]):
+/// its summary, then each completed task's result under its title, cut to
+/// `limit` bytes; and, for a child that did not complete, the error the
+/// parent task fails (or is revised) with.
+pub fn answer_for_parent(
+    report: &FinalReport,
+    child_id: &str,
+    limit: usize,
+) -> (String, Option<ErrorBody>) {
+    let mut text = report.summary.trim().to_string();
+    for t in report
+        .task_results
+        .iter()
+        .filter(|t| t.status == TaskStatus::Completed && !t.result.trim().is_empty())
+    {
+        text.push_str(&format!(
+            "\n\n## {} ({})\n{}",
+            t.title,
+            t.task_id,
+            t.result.trim()
+        ));
+    }
+    let text = truncate(&text, limit);
+    let error = match report.overall_status {
+        SwarmStatus::Completed => None,
+        status => {
+            let code = match status {
+                SwarmStatus::TimedOut => ErrorCode::Timeout,
+                SwarmStatus::Cancelled => ErrorCode::Cancelled,
+                _ => ErrorCode::GaveUp,
+            };
+            Some(
+                ErrorBody::new(
+                    code,
+                    swarm_common::error::excerpt(
+                        &format!(
+                            "child swarm {child_id} ended {status:?}: {}",
+                            report.summary.trim()
+                        ),
+                        swarm_common::error::MAX_MESSAGE_BYTES,
+                    ),
+                )
+                .with_detail("child_swarm", child_id),
+            )
+        }
+    };
+    (text, error)
+}
+
 fn truncate(s: &str, max: usize) -> String {
     let mut cut = max.min(s.len());
     while !s.is_char_boundary(cut) {
         cut -= 1;
     }
     s[..cut].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(status: SwarmStatus) -> FinalReport {
+        let outcome = |id: &str, status: TaskStatus, result: &str| TaskOutcome {
+            task_id: id.into(),
+            title: format!("title {id}"),
+            description: String::new(),
+            assigned_to: "w".into(),
+            dependencies: vec![],
+            status,
+            result: result.into(),
+            result_truncated: false,
+            result_seq: None,
+            attempts: 1,
+            revisions: 0,
+            assigned_at: None,
+            started_at: None,
+            completed_at: None,
+            error: None,
+            gate_verdicts: vec![],
+            provider: String::new(),
+            child_swarm: None,
+        };
+        FinalReport {
+            overall_status: status,
+            mission: "m".into(),
+            summary: "Two of three tasks completed.".into(),
+            insights: vec![],
+            task_results: vec![
+                outcome("a", TaskStatus::Completed, "alpha"),
+                outcome("b", TaskStatus::Failed, ""),
+                outcome("c", TaskStatus::Completed, "gamma"),
+            ],
+            metrics: Default::default(),
+            started_at: Utc::now(),
+            completed_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn a_completed_childs_answer_is_its_summary_and_results_within_the_limit() {
+        let (text, error) = answer_for_parent(&report(SwarmStatus::Completed), "c1", 10_000);
+        assert_eq!(
+            text,
+            "Two of three tasks completed.\n\n## title a (a)\nalpha\n\n## title c (c)\ngamma"
+        );
+        assert!(error.is_none());
+        let (cut, _) = answer_for_parent(&report(SwarmStatus::Completed), "c1", 12);
+        assert_eq!(cut, "Two of three");
+    }
+
+    #[test]
+    fn a_child_that_did_not_complete_answers_with_an_error_naming_it() {
+        let (_, error) = answer_for_parent(&report(SwarmStatus::Failed), "c1", 10_000);
+        let error = error.unwrap();
+        assert_eq!(error.code, ErrorCode::GaveUp);
+        assert!(error.message.starts_with("child swarm c1 ended Failed"));
+        assert_eq!(error.details["child_swarm"], "c1");
+        let (_, error) = answer_for_parent(&report(SwarmStatus::TimedOut), "c1", 10_000);
+        assert_eq!(error.unwrap().code, ErrorCode::Timeout);
+        let (_, error) = answer_for_parent(&report(SwarmStatus::Cancelled), "c1", 10_000);
+        assert_eq!(error.unwrap().code, ErrorCode::Cancelled);
+    }
 }

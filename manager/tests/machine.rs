@@ -1014,3 +1014,131 @@ fn a_map_over_a_skipped_list_is_skipped_and_its_dependents_run() {
     );
     assert_eq!(ids(&out.commands), vec!["reduce"]);
 }
+
+/// A deployment whose task `part` is the sub-manager `lead`'s, after `a`.
+fn sub_manager_plan() -> SwarmDeployment {
+    let mut d = deployment(vec![
+        task("a", &[]),
+        TaskDefinition {
+            assigned_to: "lead".into(),
+            ..task("part", &["a"])
+        },
+    ]);
+    d.plan.sub_managers = vec![swarm_common::hierarchy::SubManagerPlan {
+        name: "lead".into(),
+        role: "leads the part".into(),
+        plan: Some(Box::new(d.plan.clone())),
+    }];
+    d.plan.sub_managers[0].plan.as_mut().unwrap().tasks = vec![task("x", &[])];
+    d
+}
+
+#[test]
+fn a_sub_managers_task_goes_to_the_sub_manager_pool_with_its_child_swarm() {
+    let (mut state, _) = machine::deploy("s1", &sub_manager_plan(), 1, now());
+    let applied = submit(&mut state, 2, result("a", 1, 0, "alpha"));
+    let [
+        Command::Assign {
+            pool, assignment, ..
+        },
+    ] = applied.commands.as_slice()
+    else {
+        panic!("one assignment: {:?}", applied.commands);
+    };
+    assert_eq!(pool, swarm_common::hierarchy::SUB_MANAGER_POOL);
+    let child = assignment.child.as_ref().expect("the child swarm to run");
+    assert_eq!(child.sub_manager, "lead");
+    assert_eq!(child.depth, 1);
+    assert_eq!(child.plan.as_ref().unwrap().tasks[0].task_id, "x");
+    assert_eq!(assignment.persona.role, "leads the part");
+    assert_eq!(
+        assignment.context[0].task_id, "a",
+        "the part gets a's result"
+    );
+    let part = state.task("part").unwrap();
+    assert_eq!(
+        state.child_of(part).unwrap(),
+        swarm_common::hierarchy::child_swarm_id("s1", "part", 1, 0)
+    );
+    // The child's answer is a result like any other.
+    submit(&mut state, 3, result("part", 1, 0, "the part is done"));
+    assert_eq!(status(&state, "part"), TaskStatus::Completed);
+    assert_eq!(state.status, SwarmStatus::Completed);
+}
+
+#[test]
+fn a_child_swarms_first_tasks_get_what_its_parent_task_was_given() {
+    let mut d = deployment(vec![task("x", &[]), task("y", &["x"])]);
+    let given = swarm_common::ContextRef {
+        task_id: "a".into(),
+        title: "title a".into(),
+        result_seq: 7,
+        result: None,
+    };
+    d.parent = Some(swarm_common::hierarchy::ParentTask {
+        swarm_id: "parent".into(),
+        task_id: "part".into(),
+        attempt: 1,
+        revision: 0,
+        depth: 1,
+        max_result_bytes: 1000,
+        context: vec![given.clone()],
+    });
+    let (mut state, cmds) = machine::deploy("child", &d, 1, now());
+    let Command::Assign { assignment, .. } = &cmds[0] else {
+        panic!("{cmds:?}");
+    };
+    assert_eq!(assignment.context, vec![given]);
+    assert_eq!(state.depth(), 1);
+    let applied = submit(&mut state, 2, result("x", 1, 0, "ex"));
+    let Command::Assign { assignment, .. } = &applied.commands[0] else {
+        panic!("{:?}", applied.commands);
+    };
+    let from: Vec<&str> = assignment
+        .context
+        .iter()
+        .map(|c| c.task_id.as_str())
+        .collect();
+    assert_eq!(from, ["x"], "a later task gets only its dependencies'");
+}
+
+#[test]
+fn a_child_swarm_the_boss_could_not_plan_fails_with_the_reason_and_reports() {
+    let mut d = deployment(vec![]);
+    d.plan.workers.clear();
+    d.failure = Some("planning failed: the model gave no plan".into());
+    let (state, cmds) = machine::deploy("child", &d, 1, now());
+    assert_eq!(state.status, SwarmStatus::Failed);
+    assert_eq!(
+        state.cancel_reason.as_deref(),
+        Some("planning failed: the model gave no plan")
+    );
+    assert_eq!(cmds, vec![Command::Finalize]);
+}
+
+#[test]
+fn a_plan_nested_deeper_than_the_limit_fails_the_swarm_at_deployment() {
+    let mut d = sub_manager_plan();
+    d.limits.max_swarm_depth = 1;
+    d.parent = Some(swarm_common::hierarchy::ParentTask {
+        swarm_id: "parent".into(),
+        task_id: "part".into(),
+        attempt: 1,
+        revision: 0,
+        depth: 1,
+        max_result_bytes: 1000,
+        context: vec![],
+    });
+    let (state, cmds) = machine::deploy("child", &d, 1, now());
+    assert_eq!(state.status, SwarmStatus::Failed);
+    assert!(
+        state
+            .cancel_reason
+            .as_deref()
+            .unwrap()
+            .contains("nest 1 deep"),
+        "{:?}",
+        state.cancel_reason
+    );
+    assert_eq!(cmds, vec![Command::Finalize]);
+}

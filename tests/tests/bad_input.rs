@@ -342,6 +342,8 @@ async fn garbage_on_a2ap_subjects_becomes_dead_letters_and_nothing_stops() {
 fn deployment_at_version(swarm_id: &str, version: &str) -> (HeaderMap, Bytes) {
     let now = chrono::Utc::now();
     let body = swarm_common::SwarmDeployment {
+        failure: None,
+        parent: None,
         mission: format!("deployed at protocol version {version}"),
         mission_id: None,
         plan: common::plan(vec![common::task("a", &common::echo("minor"), &[])]),

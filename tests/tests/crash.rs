@@ -437,6 +437,7 @@ async fn a_mission_recorded_by_a_boss_that_died_is_planned_by_another() {
     let swarm_id = swarm_id_for(Some("orphan"));
     let now = chrono::Utc::now();
     let record = MissionRecord {
+        parent: None,
         swarm_id: swarm_id.clone(),
         request: MissionRequest {
             mission_id: Some("orphan".into()),

@@ -258,6 +258,43 @@ async fn each_role_does_its_part_and_nothing_else() {
     worker.stored(&subjects::error("s1")).await;
     worker.clean();
 
+    // A sub-manager's task: the manager assigns it to the sub-manager pool,
+    // the boss takes it (and starts the child swarm), and the child's
+    // manager answers the parent task with a result.
+    let sub = swarm_common::hierarchy::SUB_MANAGER_POOL;
+    manager.stored(&subjects::work(sub, "s1", "t9")).await;
+    let consumer = boss
+        .js()
+        .get_stream(subjects::WORK_STREAM)
+        .await
+        .unwrap()
+        .create_consumer(pull::Config {
+            durable_name: Some(subjects::worker_consumer(sub)),
+            filter_subject: subjects::work_filter(sub),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut batch = consumer.fetch().max_messages(1).messages().await.unwrap();
+    let assignment = tokio::time::timeout(Duration::from_secs(5), batch.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(assignment.subject.as_str(), subjects::work(sub, "s1", "t9"));
+    assignment.double_ack().await.unwrap();
+    manager.stored(&subjects::result("s1", "t9")).await;
+    boss.clean();
+    manager.clean();
+    // A worker cannot take the sub-manager pool's assignments.
+    worker
+        .refused_publish(&format!(
+            "$JS.API.CONSUMER.CREATE.WORK.{}",
+            subjects::worker_consumer(sub)
+        ))
+        .await;
+    worker.errors.lock().unwrap().clear();
+
     // A client follows a swarm, reads its state, cancels it.
     let follow = client
         .js()
@@ -341,8 +378,7 @@ async fn each_role_does_its_part_and_nothing_else() {
     // ... and cannot write swarm state through the KV API either.
     assert!(state.put("s1", Bytes::from_static(b"{}")).await.is_err());
     client.expect_violation("$KV.swarms.s1").await;
-    // A manager cannot publish results or touch mission records.
-    manager.refused_publish(&subjects::result("s1", "t1")).await;
+    // A manager cannot touch mission records.
     manager.refused_publish("$KV.missions.s1").await;
     manager.refused_publish(&subjects::deploy("s4")).await;
     // A boss cannot write swarm state or assign work.
@@ -454,15 +490,16 @@ async fn each_role_does_its_part_and_nothing_else() {
     // Nothing refused was stored.
     let mut a2ap = client.js().get_stream(subjects::A2AP_STREAM).await.unwrap();
     let stored = a2ap.info().await.unwrap().state.messages;
-    // deploy, progress x2, result, error, control x2
+    // deploy, progress x2, results x2 (a worker's, a child's), error,
+    // control x2
     assert_eq!(
-        stored, 7,
+        stored, 8,
         "only the allowed messages are in the A2AP stream"
     );
     let mut work = admin.js().get_stream(subjects::WORK_STREAM).await.unwrap();
     assert_eq!(
         work.info().await.unwrap().state.messages,
-        1,
-        "one assignment"
+        2,
+        "two assignments: a worker's and a sub-manager's"
     );
 }

@@ -515,6 +515,7 @@ mod tests {
 
     fn assignment() -> TaskAssignment {
         TaskAssignment {
+            child: None,
             task_id: "t1".into(),
             title: "count".into(),
             description: "Count the words".into(),

@@ -258,6 +258,7 @@ pub fn offline_plan(mission: &str, tool_names: &[String]) -> SwarmDeploymentPlan
         .map(|t| format!("{} completes with a non-empty result", t.task_id))
         .collect();
     SwarmDeploymentPlan {
+        sub_managers: Vec::new(),
         manager_directive: directive(mission, &tasks, chained),
         workers,
         tasks,

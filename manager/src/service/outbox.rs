@@ -273,8 +273,111 @@ pub(super) async fn publish_report(
     )
     .await?;
     info!(overall_status = ?env.body.overall_status, "final report published");
+    if let Some(parent) = &state.parent {
+        answer_parent(ctx, state, parent, &env.body).await?;
+    }
     if env.body.overall_status != swarm_common::SwarmStatus::Completed {
         stop_workers(ctx, swarm_id, env.body.overall_status).await;
+        cancel_children(ctx, state, env.body.overall_status).await?;
+    }
+    Ok(())
+}
+
+/// Submits a child swarm's outcome as its parent task's result
+/// ([`swarm_common::hierarchy`]), with the parent assignment's token:
+/// the parent's manager judges it like any worker's result. Deduplicated
+/// by the child's id, so a report published again answers once.
+async fn answer_parent(
+    ctx: &Ctx,
+    state: &Indexed,
+    parent: &swarm_common::hierarchy::ParentTask,
+    report: &FinalReport,
+) -> anyhow::Result<()> {
+    let child_id = state.swarm_id.as_str();
+    let (result, error) =
+        crate::report::answer_for_parent(report, child_id, parent.max_result_bytes);
+    let mut metrics = std::collections::BTreeMap::new();
+    for key in ["input_tokens", "output_tokens", "cost_usd"] {
+        if let Some(v) = report.metrics.get(key) {
+            metrics.insert(key.to_string(), *v);
+        }
+    }
+    let submission = swarm_common::ResultSubmission {
+        task_id: parent.task_id.clone(),
+        status: if error.is_none() {
+            swarm_common::TaskStatus::Completed
+        } else {
+            swarm_common::TaskStatus::Failed
+        },
+        result,
+        attempt: parent.attempt,
+        revision: parent.revision,
+        provider: format!("swarm {child_id}"),
+        worker_id: ctx.agent_id.clone(),
+        started_at: report.started_at,
+        completed_at: report.completed_at,
+        steps: Vec::new(),
+        metrics,
+        error,
+        gate_verdicts: Vec::new(),
+        token: ctx.token_key.token(
+            &parent.swarm_id,
+            &parent.task_id,
+            parent.attempt,
+            parent.revision,
+        ),
+    };
+    let env = Envelope::new(
+        ctx.agent_id.as_str(),
+        "manager",
+        parent.swarm_id.as_str(),
+        parent.task_id.as_str(),
+        submission,
+    );
+    wire::publish(
+        &ctx.infra.js,
+        subjects::result(&parent.swarm_id, &parent.task_id),
+        &env,
+        Some(&format!("{child_id}.answer")),
+    )
+    .await
+    .context("answering the parent task")?;
+    info!(parent = %parent.swarm_id, task = %parent.task_id, "child swarm answered its parent task");
+    Ok(())
+}
+
+/// Cancels the running child swarms of a swarm that ended before its tasks
+/// did; each cancels its own children in turn when it ends.
+async fn cancel_children(
+    ctx: &Ctx,
+    state: &Indexed,
+    status: swarm_common::SwarmStatus,
+) -> anyhow::Result<()> {
+    for task in &state.tasks {
+        if task.status != swarm_common::TaskStatus::Cancelled {
+            continue;
+        }
+        let Some(child) = state.child_of(task) else {
+            continue;
+        };
+        let env = Envelope::new(
+            ctx.agent_id.as_str(),
+            "manager",
+            child.as_str(),
+            child.as_str(),
+            Control::Cancel {
+                reason: format!("its parent swarm {} ended {status:?}", state.swarm_id),
+            },
+        );
+        wire::publish(
+            &ctx.infra.js,
+            subjects::control(&child),
+            &env,
+            Some(&format!("{child}.parent-ended")),
+        )
+        .await
+        .with_context(|| format!("cancelling child swarm {child}"))?;
+        info!(%child, "child swarm cancelled with its parent");
     }
     Ok(())
 }
@@ -343,6 +446,7 @@ mod tests {
             pool: "general".into(),
         };
         swarm_common::TaskAssignment {
+            child: None,
             token: String::new(),
             task_id: "t".into(),
             title: "t".into(),

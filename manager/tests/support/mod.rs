@@ -30,9 +30,12 @@ pub fn deployment_between(
     deadline: DateTime<Utc>,
 ) -> SwarmDeployment {
     SwarmDeployment {
+        failure: None,
+        parent: None,
         mission: "m".into(),
         mission_id: None,
         plan: SwarmDeploymentPlan {
+            sub_managers: Vec::new(),
             manager_directive: "d".into(),
             workers: vec![WorkerDeploymentPlan {
                 name: "w".into(),

@@ -245,6 +245,7 @@ pub fn sleep(ms: u64) -> String {
 /// A plan of one persona `w` (pool `general`, every tool) and `tasks`.
 pub fn plan(tasks: Vec<TaskDefinition>) -> SwarmDeploymentPlan {
     SwarmDeploymentPlan {
+        sub_managers: Vec::new(),
         manager_directive: "Run every task; accept only non-empty results.".into(),
         workers: vec![WorkerDeploymentPlan {
             name: "w".into(),
