@@ -781,3 +781,130 @@ async fn a_result_handed_over_while_no_manager_runs_is_not_worked_again() {
     assert_eq!(results.len(), 1);
     common::assert_one_report(&nc, &swarm_id).await;
 }
+
+/// A mission with every kind of graph growth: a list, a map over it (6
+/// items, 3 at a time), a sub-manager's part run as a child swarm of two
+/// chained tasks, and a reduce after both.
+fn growing_mission(i: usize) -> MissionRequest {
+    let items: Vec<String> = (0..6).map(|k| format!("item{k}")).collect();
+    let list = serde_json::json!({ "items": items }).to_string();
+    let each = swarm_common::TaskDefinition {
+        map: Some(
+            serde_json::from_value(serde_json::json!(
+                {"over": {"task": "list", "pointer": "/items"}, "concurrency": 3}
+            ))
+            .unwrap(),
+        ),
+        ..common::task("each", &common::sleep(50), &["list"])
+    };
+    let part = swarm_common::TaskDefinition {
+        assigned_to: "lead".into(),
+        ..common::task("part", "Run the part.", &[])
+    };
+    let mut plan = common::plan(vec![
+        common::task("list", &common::echo(&list), &[]),
+        each,
+        part,
+        common::task("reduce", &common::echo("reduced"), &["each", "part"]),
+    ]);
+    plan.sub_managers = vec![swarm_common::hierarchy::SubManagerPlan {
+        name: "lead".into(),
+        role: "runs the part".into(),
+        plan: Some(Box::new(common::plan(vec![
+            common::task("x", &common::sleep(150), &[]),
+            common::task("y", &common::echo("y"), &["x"]),
+        ]))),
+    }];
+    MissionRequest {
+        plan: Some(plan),
+        ..MissionRequest::text(&format!("growing mission {i}"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_managers_and_maps_survive_killed_managers_and_workers() {
+    let mut cluster = fast_redelivery()
+        .bosses(1)
+        .managers(2)
+        .workers(2)
+        .start()
+        .await
+        .unwrap();
+    let nc = cluster.client().await;
+    let mut swarms = Vec::new();
+    for i in 0..4 {
+        swarms.push(common::submit(&nc, &growing_mission(i)).await);
+    }
+    let watchers: Vec<_> = swarms
+        .iter()
+        .map(|id| {
+            let (nc, id) = (nc.clone(), id.clone());
+            tokio::spawn(async move {
+                swarm_client::client::watch(&nc, &id, Duration::from_secs(180), |_| {}).await
+            })
+        })
+        .collect();
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    println!("kill schedule seed {seed}");
+    let mut rng = Rng(seed);
+    let mut kills = 0;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(4) {
+        tokio::time::sleep(Duration::from_millis(100 + rng.below(300))).await;
+        let local = cluster.local_mut();
+        let victim = if kills % 2 == 0 {
+            &mut local.managers[rng.below(2) as usize]
+        } else {
+            &mut local.workers[rng.below(2) as usize]
+        };
+        victim.kill();
+        kills += 1;
+        tokio::time::sleep(Duration::from_millis(rng.below(200))).await;
+        victim.restart().unwrap();
+    }
+    println!("{kills} kills of managers and workers");
+    for (swarm_id, w) in swarms.iter().zip(watchers) {
+        let report = match w.await.unwrap() {
+            Ok(r) => r,
+            Err(e) => panic!("{e:#}\n{}", cluster.log_tails()),
+        };
+        assert_eq!(
+            report.overall_status,
+            SwarmStatus::Completed,
+            "{swarm_id}: {report:#?}"
+        );
+        common::assert_one_report(&nc, swarm_id).await;
+        let children = report
+            .task_results
+            .iter()
+            .filter(|t| t.task_id.starts_with("each-"))
+            .count();
+        assert_eq!(children, 6, "{swarm_id}: the map made one task per item");
+        let part = common::outcome(&report, "part");
+        assert_eq!(
+            (part.attempts, part.revisions),
+            (1, 0),
+            "{swarm_id}: the part ran as one child swarm"
+        );
+        let child = part.child_swarm.clone().expect("the part's child swarm");
+        let child_report = common::final_report(&cluster, &nc, &child, 30).await;
+        assert_eq!(child_report.overall_status, SwarmStatus::Completed);
+        common::assert_one_report(&nc, &child).await;
+        let answers =
+            common::messages::<ResultSubmission>(&nc, &subjects::result(swarm_id, "part")).await;
+        assert_eq!(answers.len(), 1, "{swarm_id}: the child answered once");
+        for t in ["x", "y"] {
+            let results =
+                common::messages::<ResultSubmission>(&nc, &subjects::result(&child, t)).await;
+            assert!(
+                !results.is_empty() && results.len() <= 2,
+                "{child}/{t}: {} results",
+                results.len()
+            );
+        }
+    }
+}
