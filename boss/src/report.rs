@@ -273,6 +273,8 @@ struct TaskView {
     /// Assigned (or, if unknown, started) to completed.
     duration: String,
     provider: String,
+    /// The child swarm that ran a sub-manager's task.
+    child_swarm: Option<String>,
     result: String,
     result_bytes: String,
     result_truncated: bool,
@@ -526,6 +528,7 @@ impl TaskView {
             running: span(t.started_at, t.completed_at),
             duration: span(t.assigned_at.or(t.started_at), t.completed_at),
             provider: t.provider.clone(),
+            child_swarm: t.child_swarm.clone(),
             result: t.result.clone(),
             result_bytes: human_bytes(t.result.len() as u64),
             result_truncated: t.result_truncated,

@@ -6,6 +6,7 @@
 //! for [`PLAIN_WIDTH`] columns, so piped output and tests do not depend on
 //! where they run. No cell is styled, so no ANSI code is ever written.
 
+use std::collections::HashMap;
 use std::io::IsTerminal as _;
 
 use chrono::{DateTime, Utc};
@@ -301,9 +302,61 @@ pub fn status_table(
     if let Some(file) = record.and_then(|r| r.report_file.as_deref()) {
         out.push_str(&format!("report    {file}\n"));
     }
+    if let Some(p) = &state.parent {
+        out.push_str(&format!(
+            "parent    swarm {} task {} (attempt {}, revision {})\n",
+            p.swarm_id, p.task_id, p.attempt, p.revision
+        ));
+    }
     out.push('\n');
     out.push_str(&table(&TASK_COLUMNS, &state.tasks, width));
     out
+}
+
+/// The child swarms below `state`, one line each, indented by depth:
+/// the parent's task, the child's id, its status and how many of its tasks
+/// are done. `children` holds the states read so far, by swarm id; a child
+/// not among them is shown as not started.
+pub fn child_tree(state: &SwarmState, children: &HashMap<String, SwarmState>) -> String {
+    fn walk(
+        state: &SwarmState,
+        children: &HashMap<String, SwarmState>,
+        depth: usize,
+        out: &mut String,
+    ) {
+        for task in &state.tasks {
+            let Some(id) = state.child_of(task) else {
+                continue;
+            };
+            let indent = "  ".repeat(depth);
+            match children.get(&id) {
+                Some(child) => {
+                    let done = child
+                        .tasks
+                        .iter()
+                        .filter(|t| t.status.is_terminal())
+                        .count();
+                    out.push_str(&format!(
+                        "{indent}{} -> {id} {:?} ({done}/{} tasks)\n",
+                        task.definition.task_id,
+                        child.status,
+                        child.tasks.len()
+                    ));
+                    walk(child, children, depth + 1, out);
+                }
+                None => out.push_str(&format!(
+                    "{indent}{} -> {id} (not started)\n",
+                    task.definition.task_id
+                )),
+            }
+        }
+    }
+    let mut out = String::new();
+    walk(state, children, 1, &mut out);
+    if out.is_empty() {
+        return out;
+    }
+    format!("\nchild swarms\n{out}")
 }
 
 /// A row of `swarm list` with the time it is shown at.

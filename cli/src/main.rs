@@ -414,15 +414,19 @@ async fn run(command: Command, conn: &Connection) -> anyhow::Result<Exit> {
             let known = client::lookup(&nc, &swarm_id).await?;
             match (&known.state, &known.record) {
                 (Some(state), _) if json => println!("{}", serde_json::to_string_pretty(state)?),
-                (Some(state), record) => print!(
-                    "{}",
-                    display::status_table(
-                        state,
-                        record.as_ref(),
-                        Utc::now(),
-                        display::stdout_width()
-                    )
-                ),
+                (Some(state), record) => {
+                    print!(
+                        "{}",
+                        display::status_table(
+                            state,
+                            record.as_ref(),
+                            Utc::now(),
+                            display::stdout_width()
+                        )
+                    );
+                    let children = client::descendants(&nc, state).await?;
+                    print!("{}", display::child_tree(state, &children));
+                }
                 (None, Some(r)) if json => println!("{}", serde_json::to_string_pretty(r)?),
                 (None, Some(r)) => {
                     println!(

@@ -174,3 +174,27 @@ fn nothing_is_coloured() {
     let out = display::status_table(&state(), None, at("2025-03-01T12:10:00Z"), Some(80));
     assert!(!out.contains('\u{1b}'), "{out:?}");
 }
+
+#[test]
+fn status_shows_the_tree_of_child_swarms() {
+    let mut parent = state();
+    parent.tasks[0].pool = swarm_common::hierarchy::SUB_MANAGER_POOL.into();
+    parent.tasks[2].pool = swarm_common::hierarchy::SUB_MANAGER_POOL.into();
+    let child_id = parent.child_of(&parent.tasks[0]).unwrap();
+    let mut child = state();
+    child.swarm_id = child_id.clone();
+    child.tasks[1].pool = swarm_common::hierarchy::SUB_MANAGER_POOL.into();
+    let grandchild = child.child_of(&child.tasks[1]).unwrap();
+    assert!(
+        parent.child_of(&parent.tasks[2]).is_none(),
+        "a task never assigned has no child"
+    );
+    let children = std::collections::HashMap::from([(child_id.clone(), child)]);
+    assert_eq!(
+        display::child_tree(&parent, &children),
+        format!(
+            "\nchild swarms\n  words -> {child_id} Failed (3/3 tasks)\n    sum -> {grandchild} (not started)\n"
+        )
+    );
+    assert_eq!(display::child_tree(&state(), &children), "");
+}

@@ -220,6 +220,34 @@ fn transient_consumer_fault(kind: jetstream::stream::ConsumerErrorKind) -> bool 
 }
 
 /// A swarm's state from the `swarms` bucket.
+/// Most child swarm states [`descendants`] reads.
+pub const MAX_DESCENDANTS: usize = 256;
+
+/// The states of the child swarms below `state`, and theirs, by swarm id
+/// (at most [`MAX_DESCENDANTS`]); a child not started yet has none.
+pub async fn descendants(
+    client: &Client,
+    state: &SwarmState,
+) -> anyhow::Result<std::collections::HashMap<String, SwarmState>> {
+    let mut found = std::collections::HashMap::new();
+    let mut next: Vec<String> = state
+        .tasks
+        .iter()
+        .filter_map(|t| state.child_of(t))
+        .collect();
+    while let Some(id) = next.pop() {
+        if found.len() >= MAX_DESCENDANTS || found.contains_key(&id) {
+            continue;
+        }
+        if let Some(child) = self::state(client, &id).await? {
+            next.extend(child.tasks.iter().filter_map(|t| child.child_of(t)));
+            found.insert(id, child);
+        }
+    }
+    Ok(found)
+}
+
+/// The stored state of a swarm.
 pub async fn state(client: &Client, swarm_id: &str) -> anyhow::Result<Option<SwarmState>> {
     let js = jetstream::new(client.clone());
     let store = js
