@@ -817,7 +817,7 @@ fn growing_mission(i: usize) -> MissionRequest {
     }];
     MissionRequest {
         plan: Some(plan),
-        ..MissionRequest::text(&format!("growing mission {i}"))
+        ..MissionRequest::text(format!("growing mission {i}"))
     }
 }
 
