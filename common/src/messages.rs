@@ -186,6 +186,13 @@ pub struct TaskDefinition {
     /// task per item, made from this one as a template ([`crate::map`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub map: Option<crate::map::MapSpec>,
+    /// A task of the plan to run in this one's place if it fails for good:
+    /// held until then, skipped if this one completes. The tasks that
+    /// depend on this one take the fallback's result instead, and a failure
+    /// the fallback recovers does not fail the mission (the report says
+    /// so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<String>,
 }
 
 /// A mission's budget for model use; `None` is no limit.

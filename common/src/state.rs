@@ -75,6 +75,10 @@ pub struct TaskState {
     /// The map task this task is a child of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// The task this one is the fallback of (its `on_failure`): it runs
+    /// only if that task fails for good.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_for: Option<String>,
 }
 
 impl TaskState {
@@ -102,6 +106,7 @@ impl TaskState {
             checks: Default::default(),
             map: None,
             parent: None,
+            fallback_for: None,
         }
     }
 }

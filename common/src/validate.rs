@@ -37,6 +37,7 @@ pub fn expand_tasks(plan: &SwarmDeploymentPlan) -> Cow<'_, [TaskDefinition]> {
     let tasks = personas
         .enumerate()
         .map(|(i, (name, role, prompt))| TaskDefinition {
+            on_failure: None,
             task_id: format!("task-{}", i + 1),
             title: if role.is_empty() {
                 name.clone()
@@ -245,6 +246,7 @@ pub fn validate_plan_at(
             check_map(t, map, &ids, &tasks)?;
         }
     }
+    check_fallbacks(&tasks)?;
     let children = tasks
         .iter()
         .filter(|t| subs.contains(t.assigned_to.as_str()))
@@ -273,6 +275,89 @@ pub fn validate_plan_at(
     }
     topological_order(&tasks)?;
     Ok(())
+}
+
+/// Checks the plan's fallbacks (`on_failure`): each names another task of
+/// the plan, which is no task's dependency-descendant of the task it
+/// guards (it could never run: its guard's failure would cancel it), is
+/// not a map task, guards one task only, and the chains of fallbacks end.
+fn check_fallbacks(tasks: &[TaskDefinition]) -> Result<(), ErrorBody> {
+    if tasks.iter().all(|t| t.on_failure.is_none()) {
+        return Ok(());
+    }
+    let by_id: HashMap<&str, &TaskDefinition> =
+        tasks.iter().map(|t| (t.task_id.as_str(), t)).collect();
+    let mut guarded: HashMap<&str, &str> = HashMap::new();
+    for t in tasks {
+        let Some(f) = t.on_failure.as_deref() else {
+            continue;
+        };
+        let refuse = |message: String| {
+            invalid(format!("task {:?}'s on_failure: {message}", t.task_id))
+                .with_detail("task_id", &t.task_id)
+        };
+        let Some(fallback) = by_id.get(f) else {
+            return Err(refuse(format!(
+                "{:?} is not a task of the plan",
+                excerpt(f, 60)
+            )));
+        };
+        if f == t.task_id {
+            return Err(refuse("a task cannot be its own fallback".into()));
+        }
+        if fallback.map.is_some() {
+            return Err(refuse(format!("{f:?} is a map task")));
+        }
+        if let Some(other) = guarded.insert(f, &t.task_id) {
+            return Err(refuse(format!(
+                "{f:?} is already the fallback of {other:?}"
+            )));
+        }
+        if depends_on(&by_id, f, &t.task_id) {
+            return Err(refuse(format!(
+                "{f:?} depends on {:?}, so it could never run in its place",
+                t.task_id
+            )));
+        }
+    }
+    // One guard per fallback makes each chain a path; a path that comes
+    // back to its start is a cycle of tasks each held for the other.
+    for t in tasks.iter().filter(|t| t.on_failure.is_some()) {
+        let mut at = t;
+        for _ in 0..tasks.len() {
+            match at.on_failure.as_deref().and_then(|f| by_id.get(f)) {
+                Some(next) if next.task_id == t.task_id => {
+                    return Err(invalid(format!(
+                        "task {:?}'s fallbacks lead back to it",
+                        t.task_id
+                    ))
+                    .with_detail("task_id", &t.task_id));
+                }
+                Some(next) => at = next,
+                None => break,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `task` depends, directly or not, on `on`.
+fn depends_on(by_id: &HashMap<&str, &TaskDefinition>, task: &str, on: &str) -> bool {
+    let mut seen = HashSet::new();
+    let mut next = vec![task];
+    while let Some(id) = next.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        let Some(t) = by_id.get(id) else { continue };
+        for d in &t.dependencies {
+            if d == on {
+                return true;
+            }
+            next.push(d.as_str());
+        }
+    }
+    false
 }
 
 /// Checks a plan's sub-managers: named apart from every other persona
@@ -524,6 +609,7 @@ mod tests {
 
     fn task(id: &str, deps: &[&str]) -> TaskDefinition {
         TaskDefinition {
+            on_failure: None,
             task_id: id.into(),
             title: id.into(),
             description: format!("do {id}"),
@@ -647,6 +733,48 @@ mod tests {
         let owners: Vec<&str> = tasks.iter().map(|t| t.assigned_to.as_str()).collect();
         assert_eq!(owners, ["w", "lead"]);
         assert!(validate_plan(&p, &Limits::default()).is_ok());
+    }
+
+    #[test]
+    fn a_fallback_is_another_task_that_could_run_in_its_place() {
+        let guarded = |f: &str| TaskDefinition {
+            on_failure: Some(f.into()),
+            ..task("t", &[])
+        };
+        let ok = plan(vec![guarded("f"), task("f", &[]), task("d", &["t"])]);
+        assert!(validate_plan(&ok, &Limits::default()).is_ok());
+        for (p, why) in [
+            (plan(vec![guarded("zz")]), "not a task of the plan"),
+            (plan(vec![guarded("t")]), "its own fallback"),
+            (
+                plan(vec![guarded("f"), task("f", &["d"]), task("d", &["t"])]),
+                "could never run in its place",
+            ),
+            (
+                plan(vec![
+                    guarded("f"),
+                    TaskDefinition {
+                        on_failure: Some("f".into()),
+                        ..task("u", &[])
+                    },
+                    task("f", &[]),
+                ]),
+                "already the fallback of",
+            ),
+            (
+                plan(vec![
+                    guarded("f"),
+                    TaskDefinition {
+                        on_failure: Some("t".into()),
+                        ..task("f", &[])
+                    },
+                ]),
+                "lead back to it",
+            ),
+        ] {
+            let e = validate_plan(&p, &Limits::default()).unwrap_err();
+            assert!(e.message.contains(why), "{why}: {}", e.message);
+        }
     }
 
     #[test]

@@ -62,6 +62,7 @@ fn persona() -> WorkerDeploymentPlan {
 
 fn task_definition() -> TaskDefinition {
     TaskDefinition {
+        on_failure: None,
         task_id: "t2".into(),
         title: "Count the words".into(),
         description: "count the words in notes.txt".into(),
@@ -93,6 +94,7 @@ fn plan() -> SwarmDeploymentPlan {
         workers: vec![persona()],
         tasks: vec![
             TaskDefinition {
+                on_failure: None,
                 task_id: "t1".into(),
                 title: "Read".into(),
                 description: "read notes.txt".into(),
@@ -294,6 +296,7 @@ fn swarm_state() -> SwarmState {
         workers: vec![persona()],
         planner: "offline-planner".into(),
         tasks: vec![TaskState {
+            fallback_for: None,
             definition: task_definition(),
             status: TaskStatus::Completed,
             pool: "general".into(),

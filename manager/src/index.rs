@@ -72,8 +72,56 @@ impl TaskIndex {
         all.get(i).map_or(&[], Vec::as_slice)
     }
 
+    /// How the task at `i` stands once its fallbacks (`on_failure`) are
+    /// counted: a failed task whose fallback completed counts as
+    /// `Completed`, one whose fallback is yet to end as `Pending`, one whose
+    /// fallbacks all failed as `Failed`; any other task as its own status.
+    pub fn outcome(&self, tasks: &[TaskState], i: usize) -> TaskStatus {
+        let mut k = i;
+        // A chain visits each task once at most (validation refuses cycles).
+        for _ in 0..=tasks.len() {
+            let t = &tasks[k];
+            if t.status != TaskStatus::Failed {
+                return match t.status {
+                    _ if k == i => t.status,
+                    TaskStatus::Completed | TaskStatus::Cancelled => t.status,
+                    _ => TaskStatus::Pending,
+                };
+            }
+            match t.definition.on_failure.as_deref() {
+                Some(f) => match self.position(tasks, f) {
+                    Some(next) => k = next,
+                    None => return TaskStatus::Failed,
+                },
+                None => return TaskStatus::Failed,
+            }
+        }
+        TaskStatus::Failed
+    }
+
+    /// The task whose result stands for the task at `i`: itself, or the
+    /// fallback that completed in its place.
+    pub fn stand_in(&self, tasks: &[TaskState], i: usize) -> usize {
+        let mut k = i;
+        for _ in 0..=tasks.len() {
+            if tasks[k].status != TaskStatus::Failed {
+                return k;
+            }
+            match tasks[k]
+                .definition
+                .on_failure
+                .as_deref()
+                .and_then(|f| self.position(tasks, f))
+            {
+                Some(next) => k = next,
+                None => return k,
+            }
+        }
+        k
+    }
+
     /// Whether every dependency of the task at `i` has completed or been
-    /// skipped. Each dependency is looked at until it has, then never again.
+    /// skipped (a failed one, if its fallback completed). Each dependency is looked at until it has, then never again.
     pub fn dependencies_done(&mut self, tasks: &[TaskState], i: usize) -> bool {
         if self.settled.len() != tasks.len() {
             self.settled = vec![0; tasks.len()];
@@ -82,7 +130,10 @@ impl TaskIndex {
         let mut at = self.settled[i];
         while at < deps.len() {
             let done = self.position(tasks, &deps[at]).is_some_and(|k| {
-                matches!(tasks[k].status, TaskStatus::Completed | TaskStatus::Skipped)
+                matches!(
+                    self.outcome(tasks, k),
+                    TaskStatus::Completed | TaskStatus::Skipped
+                )
             });
             if !done {
                 break;
@@ -129,6 +180,17 @@ impl Indexed {
     /// The positions of the tasks that depend on the task at `i`.
     pub fn dependents(&self, i: usize) -> &[usize] {
         self.index.dependents(&self.state.tasks, i)
+    }
+
+    /// How the task at `i` stands once its fallbacks are counted
+    /// ([`TaskIndex::outcome`]).
+    pub fn outcome(&self, i: usize) -> TaskStatus {
+        self.index.outcome(&self.state.tasks, i)
+    }
+
+    /// The task whose result stands for the task at `i` ([`TaskIndex::stand_in`]).
+    pub fn stand_in(&self, i: usize) -> usize {
+        self.index.stand_in(&self.state.tasks, i)
     }
 
     /// Whether every dependency of the task at `i` has completed or been skipped.

@@ -163,6 +163,7 @@ pub fn deploy(
             });
         state.tasks.push(TaskState::pending(def, pool, priority));
     }
+    mark_fallbacks(&mut state);
     let mut commands = Vec::new();
     assign_ready(&mut state, now, &mut commands);
     finish_if_done(&mut state, now, &mut commands);
@@ -444,7 +445,7 @@ fn on_result(
         task.provider.clone_from(&sub.provider);
         check_for_dependents(state, i, &sub.result);
         read_lists(state, i, &sub.result);
-        assign_dependents(state, i, now, commands);
+        completed(state, i, now, commands);
     } else if task.revision < max_revisions {
         task.revision += 1;
         task.status = TaskStatus::Assigned;
@@ -459,7 +460,7 @@ fn on_result(
             task.revision,
             failures.join("; ")
         ));
-        cascade_cancel(state, now);
+        failed(state, i, now, commands);
     }
     true
 }
@@ -538,19 +539,24 @@ fn fail_or_retry(
                 error.code, error.message
             ),
         });
-        cascade_cancel(state, now);
+        failed(state, i, now, commands);
     }
     true
 }
 
 /// Cancels every pending task that waits, directly or not, on a task that
-/// failed or was cancelled.
-fn cascade_cancel(state: &mut SwarmState, now: DateTime<Utc>) {
+/// failed (with no fallback left to run in its place) or was cancelled, and
+/// the fallbacks of cancelled tasks.
+fn cascade_cancel(state: &mut Indexed, now: DateTime<Utc>) {
     loop {
-        let dead: HashSet<String> = state
+        let dead: HashSet<String> = (0..state.tasks.len())
+            .filter(|&i| matches!(state.outcome(i), TaskStatus::Failed | TaskStatus::Cancelled))
+            .map(|i| state.tasks[i].definition.task_id.clone())
+            .collect();
+        let cancelled: HashSet<String> = state
             .tasks
             .iter()
-            .filter(|t| matches!(t.status, TaskStatus::Failed | TaskStatus::Cancelled))
+            .filter(|t| t.status == TaskStatus::Cancelled)
             .map(|t| t.definition.task_id.clone())
             .collect();
         let mut changed = false;
@@ -559,17 +565,119 @@ fn cascade_cancel(state: &mut SwarmState, now: DateTime<Utc>) {
             .iter_mut()
             .filter(|t| t.status == TaskStatus::Pending)
         {
-            if let Some(d) = t.definition.dependencies.iter().find(|d| dead.contains(*d)) {
-                t.status = TaskStatus::Cancelled;
-                t.completed_at = Some(now);
-                t.error = Some(format!("not run: dependency {d} did not complete"));
-                changed = true;
-            }
+            let why = if let Some(d) = t.definition.dependencies.iter().find(|d| dead.contains(*d))
+            {
+                format!("not run: dependency {d} did not complete")
+            } else if let Some(g) = t.fallback_for.as_ref().filter(|g| cancelled.contains(*g)) {
+                format!("not run: {g}, whose fallback it is, was cancelled")
+            } else {
+                continue;
+            };
+            t.status = TaskStatus::Cancelled;
+            t.completed_at = Some(now);
+            t.error = Some(why);
+            changed = true;
         }
         if !changed {
             break;
         }
     }
+}
+
+/// Records each task's fallback in the fallback's state (`fallback_for`).
+fn mark_fallbacks(state: &mut Indexed) {
+    let pairs: Vec<(usize, String)> = state
+        .tasks
+        .iter()
+        .filter_map(|t| {
+            let f = t.definition.on_failure.as_deref()?;
+            Some((state.position(f)?, t.definition.task_id.clone()))
+        })
+        .collect();
+    for (f, guard) in pairs {
+        state.tasks[f].fallback_for = Some(guard);
+    }
+}
+
+/// Whether the task at `i` is a fallback whose task has not failed: it is
+/// held until then.
+fn held(state: &Indexed, i: usize) -> bool {
+    state.tasks[i]
+        .fallback_for
+        .as_deref()
+        .and_then(|g| state.task(g))
+        .is_some_and(|g| g.status != TaskStatus::Failed)
+}
+
+/// The task at `i` completed: its dependents may be ready, its fallback is
+/// not needed, and if it is itself a fallback, it stands in for the task it
+/// guards, whose dependents may be ready too.
+fn completed(state: &mut Indexed, i: usize, now: DateTime<Utc>, commands: &mut Vec<Command>) {
+    assign_dependents(state, i, now, commands);
+    for f in skip_fallbacks(state, i, now) {
+        assign_dependents(state, f, now, commands);
+    }
+    let mut at = i;
+    while let Some(g) = state.tasks[at]
+        .fallback_for
+        .clone()
+        .and_then(|g| state.position(&g))
+    {
+        if state.tasks[g].status != TaskStatus::Failed {
+            break;
+        }
+        assign_dependents(state, g, now, commands);
+        at = g;
+    }
+}
+
+/// Skips the fallbacks of the task at `i`, which completed or was skipped
+/// (and theirs in turn); returns the positions skipped.
+fn skip_fallbacks(state: &mut Indexed, i: usize, now: DateTime<Utc>) -> Vec<usize> {
+    let mut skipped = Vec::new();
+    let mut at = i;
+    while let Some(f) = state.tasks[at]
+        .definition
+        .on_failure
+        .clone()
+        .and_then(|f| state.position(&f))
+    {
+        if state.tasks[f].status != TaskStatus::Pending {
+            break;
+        }
+        let why = format!(
+            "not needed: {}, whose fallback it is, {}",
+            state.tasks[at].definition.task_id,
+            if state.tasks[at].status == TaskStatus::Skipped {
+                "was skipped"
+            } else {
+                "completed"
+            }
+        );
+        let t = &mut state.tasks[f];
+        t.status = TaskStatus::Skipped;
+        t.completed_at = Some(now);
+        t.error = Some(why);
+        skipped.push(f);
+        at = f;
+    }
+    skipped
+}
+
+/// The task at `i` failed for good: its fallback, if it has one, runs in
+/// its place (once its own dependencies are done); what can no longer run
+/// is cancelled.
+fn failed(state: &mut Indexed, i: usize, now: DateTime<Utc>, commands: &mut Vec<Command>) {
+    if let Some(f) = state.tasks[i]
+        .definition
+        .on_failure
+        .clone()
+        .and_then(|f| state.position(&f))
+        && state.tasks[f].status == TaskStatus::Pending
+    {
+        assign_if_ready(state, vec![f], now, commands);
+    }
+    cascade_cancel(state, now);
 }
 
 /// Assigns every pending task whose dependencies all completed, highest
@@ -615,6 +723,7 @@ fn assign_if_ready(
             .filter(|&i| {
                 state.tasks[i].status == TaskStatus::Pending
                     && state.tasks[i].parent.is_none()
+                    && !held(state, i)
                     && state.dependencies_done(i)
             })
             .collect();
@@ -628,6 +737,7 @@ fn assign_if_ready(
                 t.completed_at = Some(now);
                 t.error = Some(why);
                 skipped.push(i);
+                skipped.extend(skip_fallbacks(state, i, now));
                 continue;
             }
             if state.tasks[i].definition.map.is_some() {
@@ -920,7 +1030,7 @@ fn child_ended(state: &mut Indexed, c: usize, now: DateTime<Utc>, commands: &mut
         t.status = TaskStatus::Failed;
         t.completed_at = Some(now);
         t.error = Some(format!("map: {why}"));
-        cascade_cancel(state, now);
+        failed(state, m, now, commands);
         return;
     }
     let children: Vec<usize> = state.tasks[m]
@@ -943,7 +1053,7 @@ fn child_ended(state: &mut Indexed, c: usize, now: DateTime<Utc>, commands: &mut
         t.completed_at = Some(now);
         t.result_bytes = bytes;
         t.result_preview = preview(&format!("[{}]", previews.join(", ")));
-        assign_dependents(state, m, now, commands);
+        completed(state, m, now, commands);
     } else {
         assign_children(state, m, now, commands);
     }
@@ -958,16 +1068,18 @@ fn assign_first(state: &mut Indexed, i: usize, now: DateTime<Utc>) -> Command {
     assignment(state, &state.tasks[i])
 }
 
-fn finish_if_done(state: &mut SwarmState, now: DateTime<Utc>, commands: &mut Vec<Command>) {
+fn finish_if_done(state: &mut Indexed, now: DateTime<Utc>, commands: &mut Vec<Command>) {
     if state.status.is_terminal() || !state.tasks.iter().all(|t| t.status.is_terminal()) {
         return;
     }
-    // Skipped is an outcome, not a failure: every task that ran completed.
-    state.status = if state
-        .tasks
-        .iter()
-        .all(|t| matches!(t.status, TaskStatus::Completed | TaskStatus::Skipped))
-    {
+    // Skipped is an outcome, not a failure: every task that ran completed,
+    // or failed and had a fallback complete in its place.
+    state.status = if (0..state.tasks.len()).all(|i| {
+        matches!(
+            state.outcome(i),
+            TaskStatus::Completed | TaskStatus::Skipped
+        )
+    }) {
         SwarmStatus::Completed
     } else {
         SwarmStatus::Failed
@@ -1005,7 +1117,8 @@ fn assignment(state: &Indexed, t: &TaskState) -> Command {
         .definition
         .dependencies
         .iter()
-        .filter_map(|d| state.task(d))
+        .filter_map(|d| state.position(d))
+        .map(|d| &state.tasks[state.stand_in(d)])
         .flat_map(|d| match &d.map {
             Some(m) if m.expanded => m.children.iter().filter_map(|c| state.task(c)).collect(),
             _ => vec![d],

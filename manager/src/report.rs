@@ -193,8 +193,23 @@ fn insights(state: &SwarmState) -> Vec<String> {
             out.push(format!("{id} took {} attempts", t.attempt));
         }
         if t.status == TaskStatus::Failed {
+            let fallback = t
+                .definition
+                .on_failure
+                .as_deref()
+                .and_then(|f| state.task(f))
+                .map(|f| match f.status {
+                    TaskStatus::Completed => {
+                        format!(
+                            "; its fallback {} completed in its place",
+                            f.definition.task_id
+                        )
+                    }
+                    s => format!("; its fallback {} ended {s:?}", f.definition.task_id),
+                })
+                .unwrap_or_default();
             out.push(format!(
-                "{id} failed: {}",
+                "{id} failed: {}{fallback}",
                 t.error.as_deref().unwrap_or("no reason recorded")
             ));
         }

@@ -1142,3 +1142,111 @@ fn a_plan_nested_deeper_than_the_limit_fails_the_swarm_at_deployment() {
     );
     assert_eq!(cmds, vec![Command::Finalize]);
 }
+
+/// A result that failed with `why` (given up: not worth another attempt).
+fn failure(task_id: &str, why: &str) -> ResultSubmission {
+    ResultSubmission {
+        status: TaskStatus::Failed,
+        result: String::new(),
+        error: Some(ErrorBody::new(ErrorCode::GaveUp, why)),
+        ..result(task_id, 1, 0, "")
+    }
+}
+
+/// `t` (with fallback `f`), then `d` after `t`; one try each, no revisions.
+fn fallback_plan() -> SwarmDeployment {
+    let mut d = deployment(vec![
+        TaskDefinition {
+            on_failure: Some("f".into()),
+            ..task("t", &[])
+        },
+        task("f", &[]),
+        task("d", &["t"]),
+    ]);
+    d.limits.max_revisions = 0;
+    d.limits.max_attempts = 1;
+    d
+}
+
+#[test]
+fn a_fallback_is_held_and_runs_in_place_of_its_task_when_it_fails() {
+    let (mut state, cmds) = machine::deploy("s1", &fallback_plan(), 1, now());
+    assert_eq!(assigned(&cmds), vec![("t".into(), 1, 0)], "f is held");
+    assert_eq!(state.task("f").unwrap().fallback_for.as_deref(), Some("t"));
+
+    let applied = submit(&mut state, 2, failure("t", "the API is down"));
+    assert_eq!(assigned(&applied.commands), vec![("f".into(), 1, 0)]);
+    assert_eq!(status(&state, "t"), TaskStatus::Failed);
+    assert_eq!(status(&state, "d"), TaskStatus::Pending, "d waits for f");
+
+    let applied = submit(&mut state, 3, result("f", 1, 0, "from the mirror"));
+    let [Command::Assign { assignment, .. }] = applied.commands.as_slice() else {
+        panic!("d is assigned: {:?}", applied.commands);
+    };
+    assert_eq!(assignment.task_id, "d");
+    assert_eq!(assignment.context.len(), 1);
+    assert_eq!(
+        assignment.context[0].task_id, "f",
+        "d gets f's result for t's"
+    );
+
+    submit(&mut state, 4, result("d", 1, 0, "done"));
+    assert_eq!(
+        state.status,
+        SwarmStatus::Completed,
+        "a recovered failure does not fail the mission"
+    );
+    assert!(
+        state
+            .task("t")
+            .unwrap()
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("the API is down")
+    );
+}
+
+#[test]
+fn a_fallback_is_skipped_when_its_task_completes() {
+    let (mut state, _) = machine::deploy("s1", &fallback_plan(), 1, now());
+    let applied = submit(&mut state, 2, result("t", 1, 0, "fine"));
+    assert_eq!(assigned(&applied.commands), vec![("d".into(), 1, 0)]);
+    let f = state.task("f").unwrap();
+    assert_eq!(f.status, TaskStatus::Skipped);
+    assert_eq!(
+        f.error.as_deref(),
+        Some("not needed: t, whose fallback it is, completed")
+    );
+    submit(&mut state, 3, result("d", 1, 0, "done"));
+    assert_eq!(state.status, SwarmStatus::Completed);
+}
+
+#[test]
+fn when_the_fallback_fails_too_the_dependents_are_cancelled_and_the_mission_fails() {
+    let (mut state, _) = machine::deploy("s1", &fallback_plan(), 1, now());
+    submit(&mut state, 2, failure("t", "down"));
+    let applied = submit(&mut state, 3, failure("f", "the mirror is down too"));
+    assert_eq!(assigned(&applied.commands), vec![]);
+    assert_eq!(status(&state, "d"), TaskStatus::Cancelled);
+    assert_eq!(state.status, SwarmStatus::Failed);
+}
+
+#[test]
+fn the_fallback_of_a_task_cancelled_with_its_dependency_is_cancelled_too() {
+    let mut d = deployment(vec![
+        task("a", &[]),
+        TaskDefinition {
+            on_failure: Some("f".into()),
+            ..task("t", &["a"])
+        },
+        task("f", &[]),
+    ]);
+    d.limits.max_revisions = 0;
+    d.limits.max_attempts = 1;
+    let (mut state, _) = machine::deploy("s1", &d, 1, now());
+    submit(&mut state, 2, failure("a", "no"));
+    assert_eq!(status(&state, "t"), TaskStatus::Cancelled);
+    assert_eq!(status(&state, "f"), TaskStatus::Cancelled);
+    assert_eq!(state.status, SwarmStatus::Failed);
+}

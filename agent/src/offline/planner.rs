@@ -182,6 +182,7 @@ pub fn offline_plan(mission: &str, tool_names: &[String]) -> SwarmDeploymentPlan
             }
             let id = format!("t{}", tasks.len() + 1);
             tasks.push(TaskDefinition {
+                on_failure: None,
                 task_id: id.clone(),
                 title,
                 description: text.to_string(),

@@ -9,6 +9,7 @@ use swarm_common::{
 /// A task `id` of persona `w` after `deps`.
 pub fn task(id: &str, deps: &[&str]) -> TaskDefinition {
     TaskDefinition {
+        on_failure: None,
         task_id: id.into(),
         title: format!("title {id}"),
         description: format!("do {id}"),

@@ -125,6 +125,7 @@ pub async fn raw_request(
 /// A task of persona `w` in an explicit plan.
 pub fn task(id: &str, description: &str, deps: &[&str]) -> TaskDefinition {
     TaskDefinition {
+        on_failure: None,
         task_id: id.into(),
         title: format!("task {id}"),
         description: description.into(),
