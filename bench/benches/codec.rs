@@ -20,6 +20,7 @@ use swarm_common::{
 fn assignment() -> TaskAssignment {
     TaskAssignment {
         token: String::new(),
+        collaborators: Vec::new(),
         task_id: "t17".into(),
         title: "Echo step 17".into(),
         description: "call echo with the text of step 17".into(),

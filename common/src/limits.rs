@@ -35,6 +35,9 @@ pub struct Limits {
     pub max_steps: u32,
     /// Longest a swarm may run, in minutes.
     pub max_execution_minutes: u32,
+    /// Most asks for help one task makes of its collaborators, over all its
+    /// attempts, accepted or refused (default 4; [`crate::collaborate`]).
+    pub max_collaborator_asks: u32,
     /// Bounds on what the plan's tasks carry: titles, gates, their schemas
     /// and regular expressions. Behind a pointer, so that the messages that
     /// carry limits stay small (`{"task": {...}}` on the wire).
@@ -53,6 +56,7 @@ impl Default for Limits {
             max_attempts: 3,
             max_steps: 8,
             max_execution_minutes: 60,
+            max_collaborator_asks: 4,
             task: Box::default(),
         }
     }

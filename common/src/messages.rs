@@ -49,6 +49,10 @@ pub enum MessageType {
     /// A command to a swarm (cancel, ...).
     #[serde(alias = "control")]
     Control,
+    /// A worker's ask for help from a collaborator persona
+    /// ([`crate::collaborate`]).
+    #[serde(alias = "collaboration_request")]
+    CollaborationRequest,
 }
 
 /// Where a task stands. The seed's statuses are `Pending`, `InProgress`,
@@ -857,6 +861,10 @@ pub struct TaskAssignment {
     /// workers and the manager can read it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub token: String,
+    /// The personas this task may ask for help ([`crate::collaborate`]):
+    /// those of its persona's `collaborators` that are personas of the plan.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub collaborators: Vec<crate::collaborate::Collaborator>,
 }
 
 impl Payload for TaskAssignment {
@@ -1032,6 +1040,10 @@ pub struct TaskOutcome {
     /// The provider that produced the accepted result.
     #[serde(default)]
     pub provider: String,
+    /// The task whose ask for help this task answered
+    /// ([`crate::collaborate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked_by: Option<String>,
 }
 
 /// How a swarm stands; in the final report, how it went.

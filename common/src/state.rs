@@ -75,6 +75,13 @@ pub struct TaskState {
     /// The map task this task is a child of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// The task whose ask for help this task answers
+    /// ([`crate::collaborate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked_by: Option<String>,
+    /// The asks for help this task made, accepted or refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asks: Vec<crate::collaborate::AskRecord>,
 }
 
 impl TaskState {
@@ -102,6 +109,8 @@ impl TaskState {
             checks: Default::default(),
             map: None,
             parent: None,
+            asked_by: None,
+            asks: Vec::new(),
         }
     }
 }

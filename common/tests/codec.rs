@@ -144,6 +144,7 @@ fn deployment() -> SwarmDeployment {
 fn assignment() -> TaskAssignment {
     TaskAssignment {
         token: String::new(),
+        collaborators: Vec::new(),
         task_id: "t2".into(),
         title: "Count the words".into(),
         description: "count the words in notes.txt".into(),
@@ -242,6 +243,7 @@ fn outcome() -> TaskOutcome {
             revision: 0,
         }],
         provider: "offline".into(),
+        asked_by: None,
     }
 }
 
@@ -325,6 +327,15 @@ fn swarm_state() -> SwarmState {
                 children: vec!["t2-0".into()],
             }),
             parent: Some("t0".into()),
+            asked_by: Some("t0".into()),
+            asks: vec![swarm_common::collaborate::AskRecord {
+                attempt: 1,
+                revision: 0,
+                ask: 1,
+                collaborator: "reviewer".into(),
+                task_id: Some("t1-ask1".into()),
+                refused: None,
+            }],
         }],
         limits: Limits::default(),
         budget: budget(),
@@ -574,6 +585,9 @@ fn decode_as(as_type: MessageType, codec: Codec, bytes: &[u8]) -> Result<(), Err
         MessageType::FinalReport => Envelope::<FinalReport>::decode(codec, bytes).map(drop),
         MessageType::Error => Envelope::<ErrorMessage>::decode(codec, bytes).map(drop),
         MessageType::Control => Envelope::<Control>::decode(codec, bytes).map(drop),
+        MessageType::CollaborationRequest => {
+            Envelope::<swarm_common::CollaborationRequest>::decode(codec, bytes).map(drop)
+        }
     }
 }
 

@@ -56,6 +56,7 @@ pub fn build(
                 error: t.error.clone(),
                 gate_verdicts: t.gate_verdicts.clone(),
                 provider: t.provider.clone(),
+                asked_by: t.asked_by.clone(),
             }
         })
         .collect();

@@ -344,6 +344,7 @@ mod tests {
         };
         swarm_common::TaskAssignment {
             token: String::new(),
+            collaborators: Vec::new(),
             task_id: "t".into(),
             title: "t".into(),
             description: "t".into(),
