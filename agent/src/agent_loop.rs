@@ -11,8 +11,9 @@
 //! back to the model as a user message a bounded number of times; and the
 //! synthetic tools `report_progress` (an [`AgentEvent::Progress`]),
 //! `request_input` (the run ends `InputRequired` with the question),
-//! `return_result` and `give_up` (the run ends `Failed` with the agent's
-//! reason). [`run_task`] is [`run_agent`] with default options and a
+//! `return_result`, `give_up` (the run ends `Failed` with the agent's
+//! reason) and, when [`RunOptions::collaboration`] names collaborators,
+//! `ask_collaborator` (another persona's answer, through [`Collaborate`]). [`run_task`] is [`run_agent`] with default options and a
 //! channel of steps only.
 //!
 //! **Invariant:** `run_agent` never panics and never returns early without an
@@ -24,10 +25,13 @@
 //! ([`swarm_common::outcome`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
+use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use swarm_common::collaborate::Collaborator;
 use swarm_common::outcome::unrecovered_tool_failure;
 use swarm_common::{
     ErrorBody, ErrorCode, GateVerdict, StepRecord, TaskStatus, WorkerDeploymentPlan,
@@ -96,7 +100,76 @@ fn system_prompt(persona: &WorkerDeploymentPlan) -> String {
 /// [`RunOptions`] does not say.
 pub const DEFAULT_GATE_CORRECTIONS: u32 = 2;
 
-pub use swarm_common::outcome::{GIVE_UP, REPORT_PROGRESS, REQUEST_INPUT, RETURN_RESULT};
+pub use swarm_common::outcome::{
+    ASK_COLLABORATOR, GIVE_UP, REPORT_PROGRESS, REQUEST_INPUT, RETURN_RESULT,
+};
+
+/// Asks another persona for help on a run's behalf (`ask_collaborator`):
+/// the worker's is durable ([`swarm_common::collaborate`]).
+#[async_trait]
+pub trait Collaborate: Send + Sync {
+    /// Asks `name` for help with `request`, the `ask`-th ask of this run
+    /// (from 1; a replay of the same run asks with the same numbers), and
+    /// waits for the answer: the collaborator's result, or an error saying
+    /// why there is none.
+    async fn ask(&self, ask: u32, name: &str, request: &str) -> Result<String, ToolError>;
+}
+
+/// Who a run may ask for help, and how ([`RunOptions::collaboration`]).
+#[derive(Clone)]
+pub struct Collaboration {
+    /// The personas that may be asked, with their roles (for the tool's
+    /// description).
+    pub roster: Vec<Collaborator>,
+    /// Carries the asks.
+    pub asker: Arc<dyn Collaborate>,
+}
+
+impl std::fmt::Debug for Collaboration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collaboration")
+            .field("roster", &self.roster)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Collaboration {
+    /// The `ask_collaborator` tool: its `name` one of the roster's.
+    fn spec(&self) -> ToolSpec {
+        let names: Vec<&str> = self.roster.iter().map(|c| c.name.as_str()).collect();
+        let who: Vec<String> = self
+            .roster
+            .iter()
+            .map(|c| {
+                if c.role.trim().is_empty() {
+                    c.name.clone()
+                } else {
+                    format!("{} ({})", c.name, c.role.trim())
+                }
+            })
+            .collect();
+        ToolSpec {
+            name: ASK_COLLABORATOR.to_string(),
+            description: format!(
+                "Asks another member of your team for help and waits for their answer, which \
+                 is this tool's result. Say everything they need in the request: they see \
+                 nothing else of your task. You may ask: {}.",
+                who.join(", ")
+            ),
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "enum": names,
+                             "description": "Who to ask."},
+                    "request": {"type": "string",
+                                "description": "What you need from them, with the context they need."}
+                },
+                "required": ["name", "request"]
+            }),
+            annotations: ToolAnnotations::READ_ONLY,
+        }
+    }
+}
 
 /// Which synthetic tools the loop offers besides the registry's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -144,6 +217,9 @@ pub struct RunOptions {
     pub synthetic: SyntheticTools,
     /// A cap on each reply's length, in tokens.
     pub max_reply_tokens: Option<u32>,
+    /// Who the run may ask for help: `ask_collaborator` is offered when
+    /// this names at least one persona.
+    pub collaboration: Option<Collaboration>,
 }
 
 impl Default for RunOptions {
@@ -157,6 +233,7 @@ impl Default for RunOptions {
             swarm_id: None,
             synthetic: SyntheticTools::default(),
             max_reply_tokens: None,
+            collaboration: None,
         }
     }
 }
@@ -218,6 +295,13 @@ struct ReportProgressArgs {
 struct RequestInputArgs {
     /// The question for a person; the task waits for the answer.
     question: String,
+}
+
+/// Arguments of `ask_collaborator`.
+#[derive(Debug, Deserialize)]
+struct AskCollaboratorArgs {
+    name: String,
+    request: String,
 }
 
 /// Arguments of `give_up`.
@@ -643,6 +727,16 @@ async fn converse(
         .collect();
     let registry_tools: Vec<String> = offered.iter().map(|s| s.name.clone()).collect();
     offered.extend(synthetic.specs());
+    let collaboration = options
+        .collaboration
+        .as_ref()
+        .filter(|c| !c.roster.is_empty());
+    if let Some(c) = collaboration {
+        offered.push(c.spec());
+    }
+    // Asks are numbered in the order the run makes them, so a replay of the
+    // same run (the journal's) asks with the same numbers.
+    let mut asks = 0;
     let mut messages = vec![
         ChatMessage::system(system_prompt(&task.persona)),
         ChatMessage::user(render_task_message(task)),
@@ -693,6 +787,25 @@ async fn converse(
                     continue;
                 }
                 let outcome = match call.name.as_str() {
+                    ASK_COLLABORATOR if collaboration.is_some() => {
+                        match (collaboration, parse_synthetic::<AskCollaboratorArgs>(call)) {
+                            (Some(c), Ok(a)) if c.roster.iter().any(|r| r.name == a.name) => {
+                                asks += 1;
+                                c.asker.ask(asks, &a.name, &a.request).await
+                            }
+                            (Some(c), Ok(a)) => Err(ToolError::Refused(format!(
+                                "{:?} is not one of your collaborators; they are {}",
+                                a.name,
+                                c.roster
+                                    .iter()
+                                    .map(|r| r.name.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ))),
+                            (_, Err(e)) => Err(e),
+                            (None, Ok(_)) => Err(ToolError::UnknownTool(ASK_COLLABORATOR.into())),
+                        }
+                    }
                     name if synthetic.offers(name) => match name {
                         REPORT_PROGRESS => parse_synthetic::<ReportProgressArgs>(call).map(|a| {
                             run.event(AgentEvent::Progress {

@@ -591,6 +591,7 @@ async fn a_model_reviews_results_and_summarizes_the_mission() {
         error: None,
         gate_verdicts: vec![],
         provider: "openai:gpt-4o-mini".into(),
+        asked_by: None,
     };
     let summary = summarize_with_provider(&provider, "Count the words", &[outcome])
         .await

@@ -21,6 +21,7 @@ fn assignment() -> TaskAssignment {
     TaskAssignment {
         child: None,
         token: String::new(),
+        collaborators: Vec::new(),
         task_id: "t17".into(),
         title: "Echo step 17".into(),
         description: "call echo with the text of step 17".into(),

@@ -41,6 +41,7 @@ fn report(n: usize) -> FinalReport {
             error: None,
             gate_verdicts: vec![],
             provider: "offline".into(),
+            asked_by: None,
         })
         .collect();
     FinalReport {

@@ -260,6 +260,8 @@ struct TaskView {
     persona_anchor: Option<String>,
     pool: Option<String>,
     dependencies: Vec<LinkView>,
+    /// The task whose ask for help this task answered.
+    asked_by: Option<LinkView>,
     status: BadgeView,
     attempts: u32,
     revisions: u32,
@@ -518,6 +520,10 @@ impl TaskView {
                     anchor: task_anchors.get(d.as_str()).cloned(),
                 })
                 .collect(),
+            asked_by: t.asked_by.as_ref().map(|a| LinkView {
+                id: a.clone(),
+                anchor: task_anchors.get(a.as_str()).cloned(),
+            }),
             status: task_badge(t.status),
             attempts: t.attempts,
             revisions: t.revisions,
@@ -964,6 +970,7 @@ mod tests {
             error: None,
             gate_verdicts: Vec::new(),
             provider: "offline".to_string(),
+            asked_by: None,
         }
     }
 
@@ -1010,6 +1017,8 @@ mod tests {
         write.dependencies = vec!["analyse_data".to_string(), "missing-dep".to_string()];
         write.attempts = 0;
         write.error = Some("dependency analyse_data failed".to_string());
+        // Asked for help by the task before it: the page links it.
+        write.asked_by = Some("analyse_data".to_string());
 
         let report = FinalReport {
             overall_status: SwarmStatus::Failed,
@@ -1095,6 +1104,7 @@ mod tests {
         assert!(html.contains("12.346"));
         assert!(html.contains("boss-a1"));
         assert!(html.contains(swarm_common::PROTOCOL_VERSION));
+        assert!(html.contains("<dt>Asked by</dt>"), "asked_by shown");
     }
 
     #[test]

@@ -39,6 +39,7 @@ fn task(id: &str, status: TaskStatus) -> TaskOutcome {
         error: None,
         gate_verdicts: Vec::new(),
         provider: "offline".to_string(),
+        asked_by: None,
     }
 }
 

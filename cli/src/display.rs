@@ -238,7 +238,10 @@ fn time(t: DateTime<Utc>) -> String {
 
 /// The columns of `swarm status`.
 const TASK_COLUMNS: [Column<TaskState>; 10] = [
-    ("TASK", Fit::Whole, |t| t.definition.task_id.clone()),
+    ("TASK", Fit::Whole, |t| match &t.asked_by {
+        Some(asker) => format!("{} (asked by {asker})", t.definition.task_id),
+        None => t.definition.task_id.clone(),
+    }),
     ("TITLE", Fit::Shrink, |t| clip(&t.definition.title, 60)),
     ("PERSONA", Fit::Optional(3), |t| {
         t.definition.assigned_to.clone()

@@ -198,3 +198,19 @@ fn status_shows_the_tree_of_child_swarms() {
     );
     assert_eq!(display::child_tree(&state(), &children), "");
 }
+
+#[test]
+fn a_collaborators_task_shows_the_task_that_asked_for_it() {
+    let mut s = state();
+    let mut helper: swarm_common::TaskState = serde_json::from_value(task(
+        "words-ask1",
+        "reviewer answers words",
+        "Completed",
+        json!({"asked_by": "words"}),
+    ))
+    .unwrap();
+    helper.definition.assigned_to = "reviewer".into();
+    s.tasks.push(helper);
+    let out = display::status_table(&s, None, at("2025-03-01T12:10:00Z"), Some(200));
+    assert!(out.contains("words-ask1 (asked by words)"), "\n{out}");
+}

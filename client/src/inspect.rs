@@ -274,6 +274,9 @@ fn a2ap(codec: Codec, payload: &[u8]) -> anyhow::Result<Decoded> {
         MessageType::FinalReport => envelope::<FinalReport>(codec, payload),
         MessageType::Error => envelope::<ErrorMessage>(codec, payload),
         MessageType::Control => envelope::<Control>(codec, payload),
+        MessageType::CollaborationRequest => {
+            envelope::<swarm_common::CollaborationRequest>(codec, payload)
+        }
     }
 }
 

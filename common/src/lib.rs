@@ -13,6 +13,7 @@
 
 pub mod approval;
 pub mod codec;
+pub mod collaborate;
 pub mod condition;
 pub mod error;
 pub mod gates;
@@ -30,6 +31,7 @@ pub mod timestamp;
 pub mod validate;
 
 pub use codec::{Codec, CodecError};
+pub use collaborate::CollaborationRequest;
 pub use error::{ErrorBody, ErrorCode};
 pub use limits::Limits;
 pub use messages::*;

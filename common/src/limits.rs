@@ -42,6 +42,9 @@ pub struct Limits {
     /// Most tasks of one plan assigned to sub-managers, so most child swarms
     /// one swarm runs at a time (default 16).
     pub max_child_swarms: usize,
+    /// Most asks for help one task makes of its collaborators, over all its
+    /// attempts, accepted or refused (default 4; [`crate::collaborate`]).
+    pub max_collaborator_asks: u32,
     /// Bounds on what the plan's tasks carry: titles, gates, their schemas
     /// and regular expressions. Behind a pointer, so that the messages that
     /// carry limits stay small (`{"task": {...}}` on the wire).
@@ -62,6 +65,7 @@ impl Default for Limits {
             max_execution_minutes: 60,
             max_swarm_depth: 3,
             max_child_swarms: 16,
+            max_collaborator_asks: 4,
             task: Box::default(),
         }
     }

@@ -49,6 +49,10 @@ pub enum MessageType {
     /// A command to a swarm (cancel, ...).
     #[serde(alias = "control")]
     Control,
+    /// A worker's ask for help from a collaborator persona
+    /// ([`crate::collaborate`]).
+    #[serde(alias = "collaboration_request")]
+    CollaborationRequest,
 }
 
 /// Where a task stands. The seed's statuses are `Pending`, `InProgress`,
@@ -886,6 +890,10 @@ pub struct TaskAssignment {
     /// ([`crate::hierarchy`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub child: Option<crate::hierarchy::ChildSwarm>,
+    /// The personas this task may ask for help ([`crate::collaborate`]):
+    /// those of its persona's `collaborators` that are personas of the plan.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub collaborators: Vec<crate::collaborate::Collaborator>,
 }
 
 impl Payload for TaskAssignment {
@@ -1065,6 +1073,10 @@ pub struct TaskOutcome {
     /// sub-manager ([`crate::hierarchy`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub child_swarm: Option<String>,
+    /// The task whose ask for help this task answered
+    /// ([`crate::collaborate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked_by: Option<String>,
 }
 
 /// How a swarm stands; in the final report, how it went.

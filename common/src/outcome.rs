@@ -19,8 +19,20 @@ pub const RETURN_RESULT: &str = "return_result";
 /// The synthetic tool with which an agent says it cannot do the task, and why.
 pub const GIVE_UP: &str = "give_up";
 
+/// The synthetic tool that asks a collaborator persona for help
+/// ([`crate::collaborate`]). An ask that got no answer is not a failure of
+/// the asking task: the agent reads why and decides; a collaborator task
+/// that failed fails the mission as any task does.
+pub const ASK_COLLABORATOR: &str = "ask_collaborator";
+
 /// Every synthetic tool: calls of these are the loop's own, not work.
-pub const SYNTHETIC_TOOLS: [&str; 4] = [REPORT_PROGRESS, REQUEST_INPUT, RETURN_RESULT, GIVE_UP];
+pub const SYNTHETIC_TOOLS: [&str; 5] = [
+    REPORT_PROGRESS,
+    REQUEST_INPUT,
+    RETURN_RESULT,
+    GIVE_UP,
+    ASK_COLLABORATOR,
+];
 
 /// The first tool step that failed and that no later call of the same tool
 /// made good, if any: the reason an attempt did not do what it was asked.

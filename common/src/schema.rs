@@ -43,6 +43,9 @@ pub fn all() -> Vec<(&'static str, Value)> {
     out.push(message::<FinalReport>("FinalReport"));
     out.push(message::<ErrorMessage>("ErrorMessage"));
     out.push(message::<Control>("Control"));
+    out.push(message::<crate::collaborate::CollaborationRequest>(
+        "CollaborationRequest",
+    ));
     out.push(plain::<MissionRequest>("MissionRequest"));
     out.push(plain::<MissionReply>("MissionReply"));
     out.push(plain::<MissionErrorReply>("MissionErrorReply"));

@@ -79,6 +79,13 @@ pub struct TaskState {
     /// only if that task fails for good.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_for: Option<String>,
+    /// The task whose ask for help this task answers
+    /// ([`crate::collaborate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked_by: Option<String>,
+    /// The asks for help this task made, accepted or refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asks: Vec<crate::collaborate::AskRecord>,
 }
 
 impl TaskState {
@@ -107,6 +114,8 @@ impl TaskState {
             map: None,
             parent: None,
             fallback_for: None,
+            asked_by: None,
+            asks: Vec::new(),
         }
     }
 }

@@ -85,6 +85,7 @@ pub fn manager_filters() -> Vec<String> {
         "a2ap.*.result.*".into(),
         "a2ap.*.error".into(),
         "a2ap.*.control".into(),
+        "a2ap.*.ask.*".into(),
     ]
 }
 
@@ -126,6 +127,11 @@ pub fn progress(swarm_id: &str, task_id: &str) -> String {
 /// `ResultSubmission`s of one task.
 pub fn result(swarm_id: &str, task_id: &str) -> String {
     format!("a2ap.{swarm_id}.result.{task_id}")
+}
+
+/// `CollaborationRequest`s of one asking task ([`crate::collaborate`]).
+pub fn ask(swarm_id: &str, task_id: &str) -> String {
+    format!("a2ap.{swarm_id}.ask.{task_id}")
 }
 
 /// The `FinalReport` of one swarm.
@@ -182,6 +188,13 @@ pub enum Subject<'a> {
         /// The task.
         task_id: &'a str,
     },
+    /// `a2ap.<swarm>.ask.<task>`
+    Ask {
+        /// The swarm.
+        swarm_id: &'a str,
+        /// The asking task.
+        task_id: &'a str,
+    },
     /// `a2ap.<swarm>.report`
     Report {
         /// The swarm.
@@ -212,9 +225,9 @@ impl<'a> Subject<'a> {
                 swarm_id,
                 task_id,
             } => is_token(pool) && is_token(swarm_id) && is_token(task_id),
-            Subject::Progress { swarm_id, task_id } | Subject::Result { swarm_id, task_id } => {
-                is_token(swarm_id) && is_token(task_id)
-            }
+            Subject::Progress { swarm_id, task_id }
+            | Subject::Result { swarm_id, task_id }
+            | Subject::Ask { swarm_id, task_id } => is_token(swarm_id) && is_token(task_id),
             other => is_token(other.swarm_id()),
         };
         ids_ok.then_some(parsed)
@@ -233,6 +246,7 @@ impl<'a> Subject<'a> {
                 Some(Subject::Progress { swarm_id, task_id })
             }
             ["a2ap", swarm_id, "result", task_id] => Some(Subject::Result { swarm_id, task_id }),
+            ["a2ap", swarm_id, "ask", task_id] => Some(Subject::Ask { swarm_id, task_id }),
             ["a2ap", swarm_id, "report"] => Some(Subject::Report { swarm_id }),
             ["a2ap", swarm_id, "error"] => Some(Subject::Error { swarm_id }),
             ["a2ap", swarm_id, "control"] => Some(Subject::Control { swarm_id }),
@@ -247,6 +261,7 @@ impl<'a> Subject<'a> {
             | Subject::Work { swarm_id, .. }
             | Subject::Progress { swarm_id, .. }
             | Subject::Result { swarm_id, .. }
+            | Subject::Ask { swarm_id, .. }
             | Subject::Report { swarm_id }
             | Subject::Error { swarm_id }
             | Subject::Control { swarm_id } => swarm_id,
@@ -384,6 +399,13 @@ mod tests {
         assert_eq!(
             Subject::parse(&report("s")),
             Some(Subject::Report { swarm_id: "s" })
+        );
+        assert_eq!(
+            Subject::parse(&ask("s1", "t")),
+            Some(Subject::Ask {
+                swarm_id: "s1",
+                task_id: "t"
+            })
         );
         assert_eq!(Subject::parse("a2ap.s.unknown"), None);
         // Ids that would be paths, or that no id can be, are refused here.

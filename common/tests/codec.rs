@@ -150,6 +150,7 @@ fn assignment() -> TaskAssignment {
     TaskAssignment {
         child: None,
         token: String::new(),
+        collaborators: Vec::new(),
         task_id: "t2".into(),
         title: "Count the words".into(),
         description: "count the words in notes.txt".into(),
@@ -249,6 +250,7 @@ fn outcome() -> TaskOutcome {
             revision: 0,
         }],
         provider: "offline".into(),
+        asked_by: None,
     }
 }
 
@@ -335,6 +337,15 @@ fn swarm_state() -> SwarmState {
                 children: vec!["t2-0".into()],
             }),
             parent: Some("t0".into()),
+            asked_by: Some("t0".into()),
+            asks: vec![swarm_common::collaborate::AskRecord {
+                attempt: 1,
+                revision: 0,
+                ask: 1,
+                collaborator: "reviewer".into(),
+                task_id: Some("t1-ask1".into()),
+                refused: None,
+            }],
         }],
         limits: Limits::default(),
         budget: budget(),
@@ -585,6 +596,9 @@ fn decode_as(as_type: MessageType, codec: Codec, bytes: &[u8]) -> Result<(), Err
         MessageType::FinalReport => Envelope::<FinalReport>::decode(codec, bytes).map(drop),
         MessageType::Error => Envelope::<ErrorMessage>::decode(codec, bytes).map(drop),
         MessageType::Control => Envelope::<Control>::decode(codec, bytes).map(drop),
+        MessageType::CollaborationRequest => {
+            Envelope::<swarm_common::CollaborationRequest>::decode(codec, bytes).map(drop)
+        }
     }
 }
 

@@ -1386,6 +1386,10 @@ fn event_name(event: &Event) -> String {
             Some(a) => format!("the error of task {task_id} (attempt {a})"),
             None => format!("the error of task {task_id}"),
         },
+        Event::Ask { request } => format!(
+            "ask {} of task {} (attempt {}, revision {})",
+            request.ask, request.task_id, request.attempt, request.revision
+        ),
         Event::Cancel { .. } => "the cancel".into(),
         Event::Expire => "the expiry".into(),
         Event::Poisoned { .. } => "the notice of an event set aside".into(),

@@ -10,6 +10,7 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
+use swarm_common::collaborate::{self, AskRecord, CollaborationRequest, Collaborator};
 use swarm_common::condition::{self, Check, DependencyStatus, Test};
 use swarm_common::outcome::unrecovered_tool_failure;
 use swarm_common::{
@@ -43,6 +44,12 @@ pub enum Event {
         attempt: Option<u32>,
         /// What went wrong.
         error: ErrorBody,
+    },
+    /// A worker asked a collaborator persona for help
+    /// ([`swarm_common::collaborate`]); its token was checked.
+    Ask {
+        /// The ask (boxed: its request may be long).
+        request: Box<CollaborationRequest>,
     },
     /// Someone cancelled the swarm.
     Cancel {
@@ -199,6 +206,7 @@ pub fn apply(state: &mut Indexed, seq: u64, event: &Event, now: DateTime<Utc>) -
             attempt,
             error,
         } => on_task_error(state, task_id, *attempt, error, now, &mut commands),
+        Event::Ask { request } => on_ask(state, request, now, &mut commands),
         Event::Cancel { reason } => {
             end_early(
                 state,
@@ -279,6 +287,7 @@ fn is_ahead(state: &Indexed, event: &Event) -> bool {
             attempt: Some(attempt),
             ..
         } => (task_id, *attempt, None),
+        Event::Ask { request } => (&request.task_id, request.attempt, Some(request.revision)),
         _ => return false,
     };
     let Some(task) = state.task(task_id) else {
@@ -541,6 +550,117 @@ fn fail_or_retry(
         });
         failed(state, i, now, commands);
     }
+    true
+}
+
+/// A worker's ask for help: recorded in the asking task's state, once per
+/// `(attempt, revision, ask)`, while the task runs that attempt and
+/// revision and has asked fewer than `max_collaborator_asks` times. An ask
+/// of a persona that is not among the asking persona's collaborators, or
+/// not a persona of the plan, is recorded as refused, with the reason (the
+/// worker reads it as the tool's result); an accepted one adds a task for
+/// the collaborator, with the request as its description, and assigns it.
+/// Beyond the bound nothing is recorded: the worker reads the bound in the
+/// state ([`collaborate::ask_status`]).
+fn on_ask(
+    state: &mut Indexed,
+    r: &CollaborationRequest,
+    now: DateTime<Utc>,
+    commands: &mut Vec<Command>,
+) -> bool {
+    let Some(i) = state.position(&r.task_id) else {
+        return false;
+    };
+    let asking = &state.tasks[i];
+    if asking.status.is_terminal() || r.attempt != asking.attempt || r.revision != asking.revision {
+        return false;
+    }
+    let duplicate = asking
+        .asks
+        .iter()
+        .any(|a| a.attempt == r.attempt && a.revision == r.revision && a.ask == r.ask);
+    if duplicate || asking.asks.len() >= state.limits.max_collaborator_asks as usize {
+        return false;
+    }
+    let new_id = collaborate::ask_task_id(&r.task_id, asking.asks.len() + 1);
+    let persona = &asking.definition.assigned_to;
+    let listed = state
+        .workers
+        .iter()
+        .find(|w| w.name == *persona)
+        .is_some_and(|w| w.collaborators.contains(&r.collaborator));
+    let target = state.workers.iter().find(|w| w.name == r.collaborator);
+    let refused = if !listed {
+        Some(format!(
+            "{:?} is not a collaborator of persona {persona:?}",
+            swarm_common::error::excerpt(&r.collaborator, 64)
+        ))
+    } else if target.is_none() {
+        Some(format!(
+            "{:?} is not a persona of the plan",
+            swarm_common::error::excerpt(&r.collaborator, 64)
+        ))
+    } else if r.request.trim().is_empty() {
+        Some("the request is empty".to_string())
+    } else if r.request.len() > state.limits.max_prompt_bytes {
+        Some(format!(
+            "the request is {} bytes; the limit is {}",
+            r.request.len(),
+            state.limits.max_prompt_bytes
+        ))
+    } else if r.task_id.len() > collaborate::MAX_ASKING_ID_BYTES {
+        Some(format!(
+            "task ids longer than {} bytes cannot ask",
+            collaborate::MAX_ASKING_ID_BYTES
+        ))
+    } else if state.position(&new_id).is_some() {
+        Some(format!("the plan already has a task {new_id}"))
+    } else if state.tasks.len() >= state.limits.max_tasks {
+        Some(format!(
+            "the mission's task limit ({}) is reached",
+            state.limits.max_tasks
+        ))
+    } else {
+        None
+    };
+    let pool = target.map(|w| w.pool.clone()).unwrap_or_default();
+    let accepted = refused.is_none();
+    let asking = &mut state.tasks[i];
+    asking.asks.push(AskRecord {
+        attempt: r.attempt,
+        revision: r.revision,
+        ask: r.ask,
+        collaborator: r.collaborator.clone(),
+        task_id: accepted.then(|| new_id.clone()),
+        refused,
+    });
+    if !accepted {
+        return true;
+    }
+    // Everything that shapes the work is the ask's own. No dependencies:
+    // the asker runs, and a dependency would mean "after".
+    let definition = swarm_common::TaskDefinition {
+        on_failure: None,
+        task_id: new_id,
+        title: format!("{} answers {}", r.collaborator, r.task_id),
+        description: r.request.clone(),
+        assigned_to: r.collaborator.clone(),
+        dependencies: Vec::new(),
+        priority: None,
+        max_result_bytes: None,
+        gates: Vec::new(),
+        condition: None,
+        map: None,
+    };
+    let helper = TaskState {
+        asked_by: Some(r.task_id.clone()),
+        ..TaskState::pending(definition, pool, asking.priority)
+    };
+    state.tasks.push(helper);
+    // A task was added: the lookups are built again on first use.
+    state.index = TaskIndex::default();
+    let k = state.tasks.len() - 1;
+    commands.push(assign_first(state, k, now));
     true
 }
 
@@ -1133,6 +1253,15 @@ fn assignment(state: &Indexed, t: &TaskState) -> Command {
         })
         .chain(inherited)
         .collect();
+    let collaborators = persona
+        .collaborators
+        .iter()
+        .filter_map(|name| state.workers.iter().find(|w| w.name == *name))
+        .map(|w| Collaborator {
+            name: w.name.clone(),
+            role: w.role.clone(),
+        })
+        .collect();
     let max_result_bytes = t
         .definition
         .max_result_bytes
@@ -1175,6 +1304,7 @@ fn assignment(state: &Indexed, t: &TaskState) -> Command {
                     .and_then(|s| s.plan.clone()),
                 depth: state.depth() + 1,
             }),
+            collaborators,
         }),
     }
 }

@@ -59,6 +59,7 @@ pub fn build(
                 gate_verdicts: t.gate_verdicts.clone(),
                 provider: t.provider.clone(),
                 child_swarm: state.child_of(t),
+                asked_by: t.asked_by.clone(),
             }
         })
         .collect();
@@ -349,6 +350,7 @@ mod tests {
 
     fn report(status: SwarmStatus) -> FinalReport {
         let outcome = |id: &str, status: TaskStatus, result: &str| TaskOutcome {
+            asked_by: None,
             task_id: id.into(),
             title: format!("title {id}"),
             description: String::new(),

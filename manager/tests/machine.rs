@@ -1250,3 +1250,185 @@ fn the_fallback_of_a_task_cancelled_with_its_dependency_is_cancelled_too() {
     assert_eq!(status(&state, "f"), TaskStatus::Cancelled);
     assert_eq!(state.status, SwarmStatus::Failed);
 }
+
+// ------------------------------------------------------------ collaborators
+
+/// A deployment of `a` (persona `w`, who may ask `helper` and `ghost`, the
+/// latter no persona of the plan) and `helper` (persona `h`, pool `help`).
+fn asking_deployment() -> SwarmDeployment {
+    let mut d = deployment(vec![task("a", &[])]);
+    d.plan.workers[0].collaborators = vec!["h".into(), "ghost".into()];
+    d.plan.workers.push(swarm_common::WorkerDeploymentPlan {
+        name: "h".into(),
+        role: "helps".into(),
+        system_prompt: "p".into(),
+        tools: vec![],
+        collaborators: vec![],
+        pool: "help".into(),
+    });
+    d
+}
+
+fn ask(task_id: &str, attempt: u32, revision: u32, n: u32, who: &str) -> Event {
+    Event::Ask {
+        request: Box::new(swarm_common::CollaborationRequest {
+            task_id: task_id.into(),
+            attempt,
+            revision,
+            ask: n,
+            collaborator: who.into(),
+            request: format!("help {task_id} with ask {n}"),
+            token: String::new(),
+        }),
+    }
+}
+
+#[test]
+fn an_assignment_names_its_personas_collaborators_that_are_in_the_plan() {
+    let (_, cmds) = machine::deploy("s1", &asking_deployment(), 1, now());
+    let Command::Assign { assignment, .. } = &cmds[0] else {
+        panic!("{cmds:?}")
+    };
+    assert_eq!(
+        assignment.collaborators,
+        vec![swarm_common::collaborate::Collaborator {
+            name: "h".into(),
+            role: "helps".into()
+        }]
+    );
+}
+
+#[test]
+fn an_accepted_ask_adds_a_task_for_the_collaborator_asked_by_the_asking_task() {
+    let (mut s, _) = machine::deploy("s1", &asking_deployment(), 1, now());
+    let out = machine::apply(&mut s, 5, &ask("a", 1, 0, 1, "h"), now());
+    assert!(out.changed);
+    let [
+        Command::Assign {
+            pool,
+            msg_id,
+            assignment,
+        },
+    ] = out.commands.as_slice()
+    else {
+        panic!("{:?}", out.commands)
+    };
+    assert_eq!(
+        (pool.as_str(), msg_id.as_str()),
+        ("help", "s1.a-ask1.a1.r0")
+    );
+    assert_eq!(assignment.persona.name, "h");
+    assert_eq!(assignment.description, "help a with ask 1");
+    let helper = s.task("a-ask1").unwrap();
+    assert_eq!(helper.asked_by.as_deref(), Some("a"));
+    assert_eq!(helper.status, TaskStatus::Assigned);
+    let asks = &s.task("a").unwrap().asks;
+    assert_eq!(asks.len(), 1);
+    assert_eq!(asks[0].task_id.as_deref(), Some("a-ask1"));
+
+    // The helper's result completes it; the swarm waits for the asker.
+    let out = submit(&mut s, 6, result("a-ask1", 1, 0, "the answer"));
+    assert!(out.changed && out.commands.is_empty(), "{:?}", out.commands);
+    assert_eq!(s.status, SwarmStatus::Running);
+    assert_eq!(
+        swarm_common::collaborate::ask_status(&s, "a", 1, 0, 1),
+        swarm_common::collaborate::AskStatus::Answered {
+            task_id: "a-ask1".into(),
+            result_seq: 6
+        }
+    );
+    let out = submit(&mut s, 7, result("a", 1, 0, "A"));
+    assert_eq!(out.commands, vec![Command::Finalize]);
+    assert_eq!(s.status, SwarmStatus::Completed);
+}
+
+#[test]
+fn a_repeated_ask_changes_nothing_and_a_stale_one_neither() {
+    let (mut s, _) = machine::deploy("s1", &asking_deployment(), 1, now());
+    assert!(machine::apply(&mut s, 5, &ask("a", 1, 0, 1, "h"), now()).changed);
+    let before = s.clone();
+    let again = machine::apply(&mut s, 5, &ask("a", 1, 0, 1, "h"), now());
+    assert!(!again.changed);
+    assert_eq!(s, before);
+    // What is owed is re-sent, the helper's assignment too (under its own id).
+    assert_eq!(
+        assigned(&again.commands),
+        vec![("a".into(), 1, 0), ("a-ask1".into(), 1, 0)]
+    );
+    // The same ask from a later delivery, with another seq: still once.
+    assert!(!machine::apply(&mut s, 9, &ask("a", 1, 0, 1, "h"), now()).changed);
+    assert_eq!(s.tasks.len(), 2);
+    // An earlier revision's ask counts for nothing.
+    s.tasks[0].revision = 1;
+    assert!(!machine::apply(&mut s, 10, &ask("a", 1, 0, 2, "h"), now()).changed);
+    // A later attempt's is ahead of the state: it waits.
+    assert!(machine::apply(&mut s, 11, &ask("a", 2, 1, 1, "h"), now()).ahead);
+}
+
+#[test]
+fn an_ask_of_someone_not_a_collaborator_is_refused_with_the_reason() {
+    let mut d = asking_deployment();
+    d.plan.workers[1].collaborators = vec![];
+    let (mut s, _) = machine::deploy("s1", &d, 1, now());
+    // "w" is a persona of the plan, but not among w's own collaborators.
+    let out = machine::apply(&mut s, 5, &ask("a", 1, 0, 1, "w"), now());
+    assert!(out.changed && out.commands.is_empty());
+    let out = machine::apply(&mut s, 6, &ask("a", 1, 0, 2, "ghost"), now());
+    assert!(out.changed && out.commands.is_empty());
+    assert_eq!(s.tasks.len(), 1, "no task was added");
+    let asks = &s.task("a").unwrap().asks;
+    assert!(
+        asks[0]
+            .refused
+            .as_deref()
+            .unwrap()
+            .contains("not a collaborator")
+    );
+    assert!(
+        asks[1]
+            .refused
+            .as_deref()
+            .unwrap()
+            .contains("not a persona of the plan")
+    );
+    use swarm_common::collaborate::{AskStatus, ask_status};
+    assert!(
+        matches!(ask_status(&s, "a", 1, 0, 1), AskStatus::Unanswered(w) if w.contains("not a collaborator"))
+    );
+}
+
+#[test]
+fn asks_beyond_the_bound_are_not_recorded_and_read_as_refused() {
+    let mut d = asking_deployment();
+    d.limits.max_collaborator_asks = 2;
+    let (mut s, _) = machine::deploy("s1", &d, 1, now());
+    assert!(machine::apply(&mut s, 5, &ask("a", 1, 0, 1, "h"), now()).changed);
+    assert!(machine::apply(&mut s, 6, &ask("a", 1, 0, 2, "h"), now()).changed);
+    let over = machine::apply(&mut s, 7, &ask("a", 1, 0, 3, "h"), now());
+    assert!(!over.changed);
+    assert_eq!(s.tasks.len(), 3, "a and its two helpers");
+    use swarm_common::collaborate::{AskStatus, ask_status};
+    assert!(
+        matches!(ask_status(&s, "a", 1, 0, 3), AskStatus::Unanswered(w) if w.contains("limit"))
+    );
+}
+
+#[test]
+fn a_helper_that_fails_fails_the_mission_and_tells_the_asker_why() {
+    let mut d = asking_deployment();
+    d.limits.max_revisions = 0;
+    let (mut s, _) = machine::deploy("s1", &d, 1, now());
+    machine::apply(&mut s, 5, &ask("a", 1, 0, 1, "h"), now());
+    let mut failed = result("a-ask1", 1, 0, "");
+    failed.status = TaskStatus::Failed;
+    failed.error = Some(ErrorBody::new(ErrorCode::GaveUp, "too slow"));
+    submit(&mut s, 6, failed);
+    assert_eq!(status(&s, "a-ask1"), TaskStatus::Failed);
+    use swarm_common::collaborate::{AskStatus, ask_status};
+    assert!(
+        matches!(ask_status(&s, "a", 1, 0, 1), AskStatus::Unanswered(w) if w.contains("too slow"))
+    );
+    let out = submit(&mut s, 7, result("a", 1, 0, "A without help"));
+    assert_eq!(out.commands, vec![Command::Finalize]);
+    assert_eq!(s.status, SwarmStatus::Failed, "a task failed");
+}

@@ -256,6 +256,23 @@ async fn each_role_does_its_part_and_nothing_else() {
     worker.stored(&subjects::progress("s1", "t1")).await;
     worker.stored(&subjects::result("s1", "t1")).await;
     worker.stored(&subjects::error("s1")).await;
+    // It asks a task's collaborators for help, and watches the swarm's state
+    // (read only) for the answer.
+    worker.stored(&subjects::ask("s1", "t1")).await;
+    let state = worker
+        .js()
+        .get_key_value(subjects::SWARMS_BUCKET)
+        .await
+        .unwrap();
+    assert!(state.get("s1").await.unwrap().is_some());
+    let mut watch = state.watch_with_history("s1").await.unwrap();
+    let seen = tokio::time::timeout(Duration::from_secs(5), watch.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen.key, "s1");
+    drop(watch);
     worker.clean();
 
     // A sub-manager's task: the manager assigns it to the sub-manager pool,
@@ -327,6 +344,9 @@ async fn each_role_does_its_part_and_nothing_else() {
     // A worker cannot deploy, write swarm state, report, or assign work.
     worker.refused_publish(&subjects::deploy("s2")).await;
     worker.refused_publish("$KV.swarms.s1").await;
+    worker
+        .refused_publish("$JS.API.STREAM.PURGE.KV_swarms")
+        .await;
     worker.refused_publish(&subjects::report("s1")).await;
     worker
         .refused_publish(&subjects::work("general", "s1", "t2"))
@@ -342,6 +362,7 @@ async fn each_role_does_its_part_and_nothing_else() {
     // A client cannot publish results, deployments, reports or work, write
     // swarm state or mission records, delete or purge, or take a role's work.
     client.refused_publish(&subjects::result("s1", "t1")).await;
+    client.refused_publish(&subjects::ask("s1", "t1")).await;
     client.refused_publish(&subjects::deploy("s3")).await;
     client.refused_publish(&subjects::report("s1")).await;
     client
@@ -490,10 +511,10 @@ async fn each_role_does_its_part_and_nothing_else() {
     // Nothing refused was stored.
     let mut a2ap = client.js().get_stream(subjects::A2AP_STREAM).await.unwrap();
     let stored = a2ap.info().await.unwrap().state.messages;
-    // deploy, progress x2, results x2 (a worker's, a child's), error,
+    // deploy, progress x2, results x2 (a worker's, a child's), error, ask,
     // control x2
     assert_eq!(
-        stored, 8,
+        stored, 9,
         "only the allowed messages are in the A2AP stream"
     );
     let mut work = admin.js().get_stream(subjects::WORK_STREAM).await.unwrap();

@@ -542,6 +542,7 @@ mod tests {
             spent_tokens: 0,
             spent_cost_usd: 0.0,
             token: "tok".into(),
+            collaborators: Vec::new(),
         }
     }
 

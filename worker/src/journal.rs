@@ -178,6 +178,40 @@ pub async fn with_journal<F: std::future::Future>(journal: Arc<Journal>, f: F) -
     JOURNAL.scope(journal, f).await
 }
 
+/// Runs `call`, a step named `name` with `arguments`, through the journal
+/// of the task whose scope this is ([`with_journal`]): replayed if an
+/// earlier run recorded it, else run and its outcome recorded before it is
+/// returned. `call` answers `Ok` with what the step decided (a text, or why
+/// there is none), which is recorded; or `Err` when it could not decide
+/// (the broker failed), which is not, so a redelivery runs it again.
+pub(crate) async fn journaled<F>(
+    name: &str,
+    arguments: serde_json::Value,
+    call: F,
+) -> Result<String, ToolError>
+where
+    F: std::future::Future<Output = Result<Result<String, String>, ToolError>>,
+{
+    let Ok(journal) = JOURNAL.try_with(Arc::clone) else {
+        return call.await?.map_err(ToolError::Failed);
+    };
+    let same = |e: &Entry| matches!(e, Entry::Tool { name: n, arguments: a, .. } if n == name && *a == arguments);
+    if let Some(Entry::Tool { output, .. }) = journal.replay(same).await {
+        return output.map_err(ToolError::Failed);
+    }
+    let output = call.await?;
+    let entry = Entry::Tool {
+        name: name.to_string(),
+        arguments,
+        output: output.clone(),
+    };
+    journal
+        .record(&entry)
+        .await
+        .map_err(|e| ToolError::Failed(format!("cannot journal the step: {e:#}")))?;
+    output.map_err(ToolError::Failed)
+}
+
 /// A tool with side effects whose results are journaled and replayed, in
 /// the journal of the task it is called for ([`with_journal`]).
 struct JournaledTool {

@@ -13,10 +13,12 @@
 //! worth an update, what its run submits, what an answer or a cancel means.
 //! Around it: `consumer` (the pull loop and each delivery's acks), `task`
 //! (running one task), `outbox` (progress, results and errors sent),
-//! `questions` (a task's questions for a person), `control` (cancels).
+//! `questions` (a task's questions for a person), `collaborate` (its asks
+//! for help from other personas), `control` (cancels).
 
 pub mod approvals;
 pub mod cancels;
+mod collaborate;
 mod config;
 mod consumer;
 mod control;

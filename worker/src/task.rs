@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use chrono::Utc;
 use swarm_agent::{
     AgentTask, Budget, ContextItem,
-    agent_loop::{AgentEvent, AgentOutcome, RunOptions, SyntheticTools, run_agent},
+    agent_loop::{AgentEvent, AgentOutcome, Collaboration, RunOptions, SyntheticTools, run_agent},
     provider::Provider,
 };
 use swarm_common::{Envelope, ErrorBody, GateVerdict, TaskAssignment, TaskStatus};
@@ -20,7 +20,7 @@ use tracing::info;
 
 use crate::ctx::Ctx;
 use crate::decide::{self, Finish, PROGRESS_EVERY, Start};
-use crate::{journal, outbox, questions};
+use crate::{collaborate, journal, outbox, questions};
 
 /// Runs `env`'s task, the `delivered`-th delivery of its assignment, to
 /// its end: its result handed over naming `ack_subject`, or stopped by its
@@ -232,6 +232,17 @@ async fn run_rounds(
     let a = &env.body;
     let mut round = 0;
     let mut verdicts = Vec::new();
+    // Only a persona with collaborators is offered `ask_collaborator`.
+    let collaboration = (!a.collaborators.is_empty()).then(|| Collaboration {
+        roster: a.collaborators.clone(),
+        asker: Arc::new(collaborate::NatsCollaborator::new(
+            ctx.infra.js.clone(),
+            ctx.infra.swarms.clone(),
+            ctx.a2ap.clone(),
+            &ctx.agent_id,
+            env,
+        )),
+    });
     loop {
         let journal = journal::Journal::open(
             ctx.journal.clone(),
@@ -269,6 +280,7 @@ async fn run_rounds(
                 request_input: true,
                 ..Default::default()
             },
+            collaboration: collaboration.clone(),
             ..Default::default()
         };
         let run = journal::with_journal(

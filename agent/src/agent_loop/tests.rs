@@ -670,3 +670,118 @@ async fn the_offline_provider_passes_gates_and_budgets_unchanged() {
     assert_eq!(run.outcome.metrics["cost_usd"], 0.0);
     assert!(run.gate_verdicts.iter().all(|v| v.passed));
 }
+
+/// Answers asks with their number, name and request, and keeps them.
+#[derive(Default)]
+struct Helpers {
+    asked: Mutex<Vec<(u32, String, String)>>,
+}
+
+#[async_trait]
+impl Collaborate for Helpers {
+    async fn ask(&self, ask: u32, name: &str, request: &str) -> Result<String, ToolError> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push((ask, name.to_string(), request.to_string()));
+        if request.contains("fail") {
+            return Err(ToolError::Failed(format!("{name} did not answer")));
+        }
+        Ok(format!("{name} answers ask {ask}: {request}"))
+    }
+}
+
+#[tokio::test]
+async fn asks_for_help_go_to_the_collaborators_numbered_and_their_answers_come_back() {
+    let (_dir, tools) = workspace();
+    let provider = Scripted::new(vec![
+        Scripted::calls(&[
+            (
+                ASK_COLLABORATOR,
+                json!({"name": "bea", "request": "six times seven"}),
+            ),
+            (
+                ASK_COLLABORATOR,
+                json!({"name": "eve", "request": "anything"}),
+            ),
+        ]),
+        Scripted::calls(&[(
+            ASK_COLLABORATOR,
+            json!({"name": "bea", "request": "fail please"}),
+        )]),
+        Scripted::answer("42, says bea"),
+    ]);
+    let helpers = Arc::new(Helpers::default());
+    let options = RunOptions {
+        collaboration: Some(Collaboration {
+            roster: vec![Collaborator {
+                name: "bea".into(),
+                role: "arithmetic".into(),
+            }],
+            asker: helpers.clone(),
+        }),
+        ..RunOptions::default()
+    };
+    let run = run_agent(&provider, &tools, &task("multiply"), &options, None).await;
+    // An ask that got no answer is the agent's to weigh, not a failed attempt.
+    assert_eq!(
+        run.outcome.status,
+        TaskStatus::Completed,
+        "{:?}",
+        run.outcome
+    );
+    assert_eq!(run.outcome.result, "42, says bea");
+    assert_eq!(
+        *helpers.asked.lock().unwrap(),
+        vec![
+            (1, "bea".to_string(), "six times seven".to_string()),
+            (2, "bea".to_string(), "fail please".to_string())
+        ],
+        "only listed collaborators are asked, numbered in order"
+    );
+    let steps = &run.outcome.steps;
+    assert_eq!(steps[0].observation, "bea answers ask 1: six times seven");
+    assert!(
+        steps[1].is_error
+            && steps[1]
+                .observation
+                .contains("not one of your collaborators")
+    );
+    assert!(steps[2].is_error && steps[2].observation.contains("bea did not answer"));
+    let requests = provider.requests.lock().unwrap();
+    let spec = requests[0]
+        .tools
+        .iter()
+        .find(|t| t.name == ASK_COLLABORATOR)
+        .expect("offered");
+    assert!(
+        spec.description.contains("bea (arithmetic)"),
+        "{}",
+        spec.description
+    );
+    assert_eq!(
+        spec.parameters["properties"]["name"]["enum"],
+        json!(["bea"])
+    );
+}
+
+#[tokio::test]
+async fn no_collaborators_no_ask_collaborator() {
+    let (_dir, tools) = workspace();
+    let provider = Scripted::new(vec![
+        Scripted::calls(&[(ASK_COLLABORATOR, json!({"name": "bea", "request": "x"}))]),
+        Scripted::answer("alone"),
+    ]);
+    let options = RunOptions {
+        collaboration: Some(Collaboration {
+            roster: vec![],
+            asker: Arc::new(Helpers::default()),
+        }),
+        ..RunOptions::default()
+    };
+    let run = run_agent(&provider, &tools, &task("work"), &options, None).await;
+    let requests = provider.requests.lock().unwrap();
+    assert!(requests[0].tools.iter().all(|t| t.name != ASK_COLLABORATOR));
+    // Called anyway, it is refused as a tool not offered.
+    assert!(run.outcome.steps[0].is_error, "{:?}", run.outcome.steps);
+}

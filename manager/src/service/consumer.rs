@@ -15,7 +15,8 @@ use async_nats::jetstream::{
 };
 use chrono::Utc;
 use swarm_common::{
-    Control, ErrorBody, ErrorCode, ErrorMessage, ResultSubmission, SwarmDeployment,
+    CollaborationRequest, Control, ErrorBody, ErrorCode, ErrorMessage, ResultSubmission,
+    SwarmDeployment,
     subjects::{self, Subject},
 };
 use swarm_runtime::wire;
@@ -35,7 +36,7 @@ const MAX_DELIVER: i64 = 1_000;
 pub(super) fn config(config: &ManagerConfig) -> pull::Config {
     pull::Config {
         durable_name: Some(subjects::MANAGER_CONSUMER.into()),
-        description: Some("Manager replicas: deployments, results, errors, control".into()),
+        description: Some("Manager replicas: deployments, results, errors, control, asks".into()),
         filter_subjects: subjects::manager_filters(),
         ack_policy: AckPolicy::Explicit,
         ack_wait: config.ack_wait,
@@ -244,6 +245,28 @@ fn incoming(
                     error: env.body.error,
                 })
             }))
+        }
+        Some(Subject::Ask { task_id, .. }) => {
+            let env = wire::decode::<CollaborationRequest>(headers, &msg.payload)?;
+            check_swarm(&env.swarm_id)?;
+            let r = &env.body;
+            if r.task_id != task_id {
+                return Err(ErrorBody::new(
+                    ErrorCode::ValidationFailed,
+                    format!(
+                        "ask of task {:?} sent on the subject of task {task_id:?}",
+                        r.task_id
+                    ),
+                ));
+            }
+            // Only the holder of the asking assignment may ask: an ask
+            // adds work to the swarm.
+            if !key.verify(&r.token, swarm_id, task_id, r.attempt, r.revision) {
+                return Err(forged(task_id, r.attempt, r.revision));
+            }
+            Ok(Some(Incoming::Event(Event::Ask {
+                request: Box::new(env.body),
+            })))
         }
         Some(Subject::Control { .. }) => {
             let env = wire::decode::<Control>(headers, &msg.payload)?;

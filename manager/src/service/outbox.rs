@@ -448,6 +448,7 @@ mod tests {
         swarm_common::TaskAssignment {
             child: None,
             token: String::new(),
+            collaborators: Vec::new(),
             task_id: "t".into(),
             title: "t".into(),
             description: "t".into(),
