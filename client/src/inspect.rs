@@ -365,10 +365,10 @@ mod tests {
     #[test]
     fn a_message_is_decoded_by_its_content_type_and_the_type_it_names() {
         let env = error_message("1.0");
-        for codec in [Codec::MsgPack, Codec::Json] {
+        for codec in [Codec::MsgPack, Codec::Json, Codec::Protobuf] {
             let bytes = env.encode(codec).unwrap();
             for ct in [Some(codec.content_type()), None] {
-                if ct.is_none() && codec == Codec::Json {
+                if ct.is_none() && codec != Codec::MsgPack {
                     continue;
                 }
                 let d = decode_message("A2AP", "a2ap.s1.error", ct, &bytes).unwrap();

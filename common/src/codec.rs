@@ -1,5 +1,7 @@
 //! Codecs, chosen by the `Content-Type` header: MessagePack with named fields
-//! (the default on the wire) and JSON (for people and scripts).
+//! (the default on the wire), JSON (for people and scripts) and protobuf
+//! (the messages of `proto/a2ap.proto`, for peers with generated code; see
+//! [`crate::proto`]).
 
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -9,6 +11,8 @@ use crate::error::{ErrorBody, ErrorCode};
 pub const MSGPACK: &str = "application/msgpack";
 /// `Content-Type` of JSON payloads.
 pub const JSON: &str = "application/json";
+/// `Content-Type` of protobuf payloads (`proto/a2ap.proto`).
+pub const PROTOBUF: &str = "application/protobuf";
 /// `Content-Type` of plain-text missions (accepted on `boss.missions` only).
 pub const TEXT: &str = "text/plain";
 
@@ -31,6 +35,8 @@ pub enum Codec {
     MsgPack,
     /// UTF-8 JSON.
     Json,
+    /// Protobuf: the message of `proto/a2ap.proto` named as the type is.
+    Protobuf,
 }
 
 /// Why bytes could not be encoded or decoded.
@@ -53,7 +59,9 @@ pub enum CodecError {
         reason: String,
     },
     /// The `Content-Type` names no codec Swarm speaks.
-    #[error("unsupported content type {0:?}: use application/msgpack or application/json")]
+    #[error(
+        "unsupported content type {0:?}: use application/msgpack, application/json or application/protobuf"
+    )]
     UnsupportedContentType(String),
 }
 
@@ -80,6 +88,9 @@ impl Codec {
                 Ok(Codec::MsgPack)
             }
             JSON => Ok(Codec::Json),
+            PROTOBUF | "application/x-protobuf" | "application/vnd.google.protobuf" => {
+                Ok(Codec::Protobuf)
+            }
             _ => Err(CodecError::UnsupportedContentType(ct.to_string())),
         }
     }
@@ -89,14 +100,24 @@ impl Codec {
         match self {
             Codec::MsgPack => MSGPACK,
             Codec::Json => JSON,
+            Codec::Protobuf => PROTOBUF,
         }
     }
 
-    fn name(self) -> &'static str {
+    /// The codec's short name, as the `--codec` flag spells it.
+    pub fn name(self) -> &'static str {
         match self {
             Codec::MsgPack => "msgpack",
             Codec::Json => "json",
+            Codec::Protobuf => "protobuf",
         }
+    }
+
+    /// The codec a `--codec` flag names: `msgpack`, `json` or `protobuf`.
+    pub fn from_name(name: &str) -> Option<Codec> {
+        [Codec::MsgPack, Codec::Json, Codec::Protobuf]
+            .into_iter()
+            .find(|c| c.name().eq_ignore_ascii_case(name.trim()))
     }
 
     /// Encodes a value.
@@ -117,6 +138,12 @@ impl Codec {
                 .serialize(&mut rmp_serde::Serializer::new(&mut buf).with_struct_map())
                 .map_err(|e| e.to_string()),
             Codec::Json => serde_json::to_writer(&mut buf, value).map_err(|e| e.to_string()),
+            // Through the JSON value: the serde types are the one truth.
+            Codec::Protobuf => crate::proto::message_for::<T>().and_then(|desc| {
+                let json = serde_json::to_value(value).map_err(|e| e.to_string())?;
+                buf = crate::proto::encode_json(&desc, &json)?;
+                Ok(())
+            }),
         };
         let r = r.map(|()| buf);
         r.map_err(|reason| CodecError::Encode {
@@ -130,6 +157,9 @@ impl Codec {
         let r = match self {
             Codec::MsgPack => rmp_serde::from_slice(bytes).map_err(|e| e.to_string()),
             Codec::Json => serde_json::from_slice(bytes).map_err(|e| e.to_string()),
+            Codec::Protobuf => crate::proto::message_for::<T>()
+                .and_then(|desc| crate::proto::decode_json(&desc, bytes))
+                .and_then(|json| serde_json::from_value(json).map_err(|e| e.to_string())),
         };
         r.map_err(|reason| CodecError::Decode {
             codec: self.name(),

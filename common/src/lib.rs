@@ -5,7 +5,8 @@
 //! them ([`Envelope`]), the codecs chosen by `Content-Type` ([`codec`]), the
 //! subject map ([`subjects`]), the durable state of a swarm ([`state`]), the
 //! limits every role enforces ([`limits`]), plan validation ([`validate`]),
-//! the mission intake format ([`mission`]), what makes an attempt a
+//! the mission intake format ([`mission`]), the protobuf form of the
+//! messages ([`proto`], `proto/a2ap.proto`), what makes an attempt a
 //! success ([`outcome`]) and the JSON Schemas of all of it ([`schema`]);
 //! `docs/protocol.md` is the specification built on them. This crate has no
 //! tokio and no NATS client: `cargo tree -p swarm-common -i tokio` finds
@@ -23,6 +24,7 @@ pub mod map;
 pub mod messages;
 pub mod mission;
 pub mod outcome;
+pub mod proto;
 pub mod schema;
 mod seed;
 pub mod state;
@@ -94,7 +96,8 @@ pub fn unsupported_protocol(version: &str) -> ErrorBody {
 
 /// Header names Swarm sets on every NATS message it publishes.
 pub mod headers {
-    /// The codec of the payload (`application/msgpack`, `application/json`, `text/plain`).
+    /// The codec of the payload (`application/msgpack`, `application/json`,
+    /// `application/protobuf`, `text/plain`).
     pub const CONTENT_TYPE: &str = "Content-Type";
     /// The A2AP protocol version of the payload.
     pub const PROTOCOL_VERSION: &str = "A2ap-Version";

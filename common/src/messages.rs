@@ -328,6 +328,19 @@ impl<T: Payload> Envelope<T> {
     /// codec`). A payload field may not share a name with an envelope field
     /// (on the wire they would be one field).
     pub fn decode(codec: Codec, bytes: &[u8]) -> Result<Self, ErrorBody> {
+        if codec == Codec::Protobuf {
+            // Protobuf becomes the JSON form first, which is then judged on
+            // type and version like any other message.
+            let json = crate::proto::message("Envelope")
+                .ok_or_else(|| "no Envelope in proto/a2ap.proto".to_owned())
+                .and_then(|desc| crate::proto::decode_json(&desc, bytes))
+                .and_then(|json| serde_json::to_vec(&json).map_err(|e| e.to_string()))
+                .map_err(|reason| CodecError::Decode {
+                    codec: "protobuf",
+                    reason,
+                })?;
+            return Self::decode(Codec::Json, &json);
+        }
         // The usual case in one pass: the envelope's fields taken as they
         // come, the others handed straight to the payload's deserializer.
         // Anything it does not read whole, or reads as another type or

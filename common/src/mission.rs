@@ -123,6 +123,8 @@ pub enum MissionFormat {
     Json,
     /// MessagePack.
     MsgPack,
+    /// Protobuf (`MissionRequest` of `proto/a2ap.proto`).
+    Protobuf,
 }
 
 impl MissionFormat {
@@ -130,6 +132,7 @@ impl MissionFormat {
     pub fn reply_codec(self) -> Codec {
         match self {
             MissionFormat::MsgPack => Codec::MsgPack,
+            MissionFormat::Protobuf => Codec::Protobuf,
             MissionFormat::Text | MissionFormat::Json => Codec::Json,
         }
     }
@@ -193,6 +196,9 @@ pub fn parse_mission(
         MissionFormat::Json => Codec::Json
             .decode::<MissionRequest>(bytes)
             .map_err(|e| fail(e.into()))?,
+        MissionFormat::Protobuf => Codec::Protobuf
+            .decode::<MissionRequest>(bytes)
+            .map_err(|e| fail(e.into()))?,
         // Bytes that came with no Content-Type and are neither text nor
         // MessagePack get their error in JSON, the format people read.
         MissionFormat::MsgPack => Codec::MsgPack
@@ -218,6 +224,7 @@ fn detect_format(content_type: Option<&str>, bytes: &[u8]) -> Result<MissionForm
         return match Codec::from_content_type(Some(ct))? {
             Codec::Json => Ok(MissionFormat::Json),
             Codec::MsgPack => Ok(MissionFormat::MsgPack),
+            Codec::Protobuf => Ok(MissionFormat::Protobuf),
         };
     }
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());

@@ -1,5 +1,5 @@
 //! Round trips of every A2AP message, the swarm state and the mission types
-//! through both codecs, the JSON shape peers rely on, and the refusals:
+//! through the codecs, the JSON shape peers rely on, and the refusals:
 //! another message type, an unknown protocol version, and garbage bytes.
 
 #![allow(
@@ -403,12 +403,19 @@ where
         assert_eq!(&back, message, "{codec:?}");
         let generic: Value = match codec {
             Codec::Json => serde_json::from_slice(&bytes).unwrap(),
-            Codec::MsgPack => rmp_serde::from_slice(&bytes).unwrap(),
+            Codec::MsgPack | Codec::Protobuf => rmp_serde::from_slice(&bytes).unwrap(),
         };
         json_forms.push(generic);
     }
     // MessagePack carries named fields: the same flat map as the JSON.
     assert_eq!(json_forms[0], json_forms[1]);
+    // Protobuf carries every field too (proto/a2ap.proto); the error names
+    // a field the .proto lacks.
+    let bytes = message
+        .encode(Codec::Protobuf)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let back = Envelope::<T>::decode(Codec::Protobuf, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(&back, message, "protobuf");
     json_forms.remove(1)
 }
 
@@ -420,6 +427,16 @@ where
         let bytes = codec.encode(value).unwrap();
         let back: T = codec.decode(&bytes).unwrap();
         assert_eq!(&back, value, "{codec:?}");
+    }
+    // The types that travel on a subject have a protobuf message too.
+    if swarm_common::proto::message_for::<T>().is_ok() {
+        let bytes = Codec::Protobuf
+            .encode(value)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let back: T = Codec::Protobuf
+            .decode(&bytes)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(&back, value, "protobuf");
     }
     serde_json::to_value(value).unwrap()
 }

@@ -1,4 +1,4 @@
-//! Any bytes as each A2AP message, in both codecs, and as a stored swarm
+//! Any bytes as each A2AP message, in every codec, and as a stored swarm
 //! state: decoded or refused with a typed error, never a panic.
 #![no_main]
 
@@ -9,7 +9,7 @@ use swarm_common::{
 };
 
 fuzz_target!(|data: &[u8]| {
-    for codec in [Codec::MsgPack, Codec::Json] {
+    for codec in [Codec::MsgPack, Codec::Json, Codec::Protobuf] {
         let _ = Envelope::<SwarmDeployment>::decode(codec, data);
         let _ = Envelope::<TaskAssignment>::decode(codec, data);
         let _ = Envelope::<ProgressUpdate>::decode(codec, data);

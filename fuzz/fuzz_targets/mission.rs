@@ -11,6 +11,7 @@ fuzz_target!(|data: &[u8]| {
         None,
         Some(codec::JSON),
         Some(codec::MSGPACK),
+        Some(codec::PROTOBUF),
         Some("text/plain"),
     ] {
         if let Ok((request, _)) = parse_mission(content_type, None, data, &limits) {

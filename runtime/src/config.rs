@@ -276,6 +276,29 @@ pub enum LogFormat {
     Json,
 }
 
+/// The codec a role writes its messages in (`--codec`); every role reads
+/// all three, by each message's `Content-Type`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum WireCodec {
+    /// MessagePack with named fields: compact, the default.
+    #[default]
+    Msgpack,
+    /// JSON: readable with the `nats` CLI, for debugging.
+    Json,
+    /// Protobuf (`proto/a2ap.proto`), for peers with generated code.
+    Protobuf,
+}
+
+impl From<WireCodec> for swarm_common::Codec {
+    fn from(c: WireCodec) -> Self {
+        match c {
+            WireCodec::Msgpack => swarm_common::Codec::MsgPack,
+            WireCodec::Json => swarm_common::Codec::Json,
+            WireCodec::Protobuf => swarm_common::Codec::Protobuf,
+        }
+    }
+}
+
 /// Flags every role binary takes.
 #[derive(Debug, Clone, Args)]
 pub struct CommonArgs {
@@ -295,6 +318,10 @@ pub struct CommonArgs {
     /// Log format.
     #[arg(long = "log-format", env = "SWARM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// What this process writes its A2AP messages in (`json` to read them
+    /// with the `nats` CLI); it reads every codec whatever this says.
+    #[arg(long = "codec", env = "SWARM_CODEC", value_enum, default_value_t = WireCodec::Msgpack)]
+    pub codec: WireCodec,
 }
 
 impl CommonArgs {

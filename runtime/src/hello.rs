@@ -52,7 +52,7 @@ pub fn versions() -> Vec<String> {
 
 /// The codecs this build speaks, as content types.
 pub fn codecs() -> Vec<String> {
-    [Codec::MsgPack, Codec::Json]
+    [Codec::MsgPack, Codec::Json, Codec::Protobuf]
         .iter()
         .map(|c| c.content_type().to_string())
         .collect()
@@ -138,7 +138,14 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{request:?}: {e}"));
             assert_eq!(hello, Hello::new("manager", "manager-1"));
             assert_eq!(hello.protocol_versions, ["1.0"]);
-            assert_eq!(hello.codecs, ["application/msgpack", "application/json"]);
+            assert_eq!(
+                hello.codecs,
+                [
+                    "application/msgpack",
+                    "application/json",
+                    "application/protobuf"
+                ]
+            );
         }
     }
 

@@ -130,6 +130,7 @@ pub async fn start_role(
     role: &str,
 ) -> Result<String, RuntimeError> {
     telemetry::init(common.log_format);
+    wire::set_codec(common.codec.into());
     health::spawn(health, common.nats.clone(), role, format!("{role}-health")).await?;
     Ok(common.agent_id(role))
 }

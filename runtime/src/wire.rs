@@ -1,5 +1,11 @@
 //! A2AP on NATS: headers, typed decoding of incoming messages, publishing
 //! with deduplication ids, and dead letters.
+//!
+//! A process writes its messages in one codec ([`set_codec`], from the
+//! roles' `--codec` flag; MessagePack unless told) and reads each message in
+//! the codec its `Content-Type` names.
+
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::{Context, context::PublishAckFuture, publish::PublishAck};
@@ -7,6 +13,27 @@ use bytes::Bytes;
 use swarm_common::{Codec, DeadLetter, Envelope, ErrorBody, Payload, headers as h, subjects};
 
 use crate::RuntimeError;
+
+/// The codec this process writes, as [`Codec`]'s index in [`CODECS`]: one
+/// setting for the process, made once at start ([`crate::start_role`]),
+/// rather than a parameter of every function that publishes.
+static WRITE_CODEC: AtomicU8 = AtomicU8::new(0);
+
+const CODECS: [Codec; 3] = [Codec::MsgPack, Codec::Json, Codec::Protobuf];
+
+/// Makes this process write its messages (and dead letters) in `codec`.
+pub fn set_codec(codec: Codec) {
+    let index = CODECS.iter().position(|c| *c == codec).unwrap_or(0);
+    WRITE_CODEC.store(index as u8, Ordering::Relaxed);
+}
+
+/// The codec this process writes its messages in.
+pub fn codec() -> Codec {
+    CODECS
+        .get(usize::from(WRITE_CODEC.load(Ordering::Relaxed)))
+        .copied()
+        .unwrap_or_default()
+}
 
 /// Headers for a payload in `codec`, with a JetStream deduplication id.
 pub fn headers(codec: Codec, msg_id: Option<&str>) -> HeaderMap {
@@ -48,13 +75,15 @@ fn transient(e: &RuntimeError) -> bool {
     matches!(e, RuntimeError::Nats { .. })
 }
 
-/// A message as it goes on the wire: MessagePack, with its headers.
+/// A message as it goes on the wire: in this process's codec ([`codec`]),
+/// with its headers.
 fn encoded<T: Payload>(
     envelope: &Envelope<T>,
     msg_id: Option<&str>,
 ) -> Result<(HeaderMap, Bytes), RuntimeError> {
-    let payload = Bytes::from(envelope.encode(Codec::MsgPack)?);
-    Ok((headers(Codec::MsgPack, msg_id), payload))
+    let codec = codec();
+    let payload = Bytes::from(envelope.encode(codec)?);
+    Ok((headers(codec, msg_id), payload))
 }
 
 /// Sends a message to JetStream and returns the future of its ack, without waiting.
@@ -247,16 +276,13 @@ pub async fn dead_letter(
 ) -> Result<(), RuntimeError> {
     tracing::warn!(source, subject, code = %reason.code, reason = %reason.message, "dead letter");
     let record = DeadLetter::new(subject, reason, payload, recorded_by);
-    let bytes = Bytes::from(Codec::MsgPack.encode(&record)?);
-    js.publish_with_headers(
-        subjects::deadletter(source),
-        headers(Codec::MsgPack, None),
-        bytes,
-    )
-    .await
-    .map_err(|e| RuntimeError::nats("recording a dead letter", e))?
-    .await
-    .map_err(|e| RuntimeError::nats("recording a dead letter", e))?;
+    let codec = codec();
+    let bytes = Bytes::from(codec.encode(&record)?);
+    js.publish_with_headers(subjects::deadletter(source), headers(codec, None), bytes)
+        .await
+        .map_err(|e| RuntimeError::nats("recording a dead letter", e))?
+        .await
+        .map_err(|e| RuntimeError::nats("recording a dead letter", e))?;
     Ok(())
 }
 

@@ -76,6 +76,7 @@ fn binaries_stale(profile_dir: &Path) -> bool {
     let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let mut dirs: Vec<PathBuf> = [
         "common", "runtime", "agent", "boss", "manager", "worker", "client", "local", "cli",
+        "proto",
     ]
     .iter()
     .map(|c| root.join(c))

@@ -450,7 +450,14 @@ async fn every_role_answers_the_handshake_and_refuses_a_peer_of_another_major() 
         assert_eq!(hello.role, role);
         assert!(hello.id.contains(role), "{}", hello.id);
         assert_eq!(hello.protocol_versions, ["1.0"]);
-        assert_eq!(hello.codecs, ["application/msgpack", "application/json"]);
+        assert_eq!(
+            hello.codecs,
+            [
+                "application/msgpack",
+                "application/json",
+                "application/protobuf"
+            ]
+        );
         // An older or newer minor of 1 is a common version.
         let ok = nc
             .request(
@@ -479,7 +486,7 @@ async fn every_role_answers_the_handshake_and_refuses_a_peer_of_another_major() 
     let v: serde_json::Value = serde_json::from_slice(&info.payload).unwrap();
     assert_eq!(v["metadata"]["protocol_versions"], "1.0", "{v}");
     assert_eq!(
-        v["metadata"]["codecs"], "application/msgpack,application/json",
+        v["metadata"]["codecs"], "application/msgpack,application/json,application/protobuf",
         "{v}"
     );
     assert_eq!(v["metadata"]["hello"], "swarm.hello.boss", "{v}");
