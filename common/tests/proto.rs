@@ -249,7 +249,7 @@ fn every_field_of_the_wire_schemas_is_in_the_proto() {
             .unwrap_or(&empty);
         let mut walk = Walk {
             defs,
-            root: &schema,
+            root: schema,
             missing: BTreeSet::new(),
             seen: BTreeSet::new(),
         };
