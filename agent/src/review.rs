@@ -228,3 +228,150 @@ pub async fn summarize_with_provider(
         cost_usd,
     })
 }
+
+/// What the manager tells its model when a task failed for good and it may
+/// add tasks to the running graph ([`replan_with_provider`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReplanRequest {
+    /// The mission's text.
+    pub mission: String,
+    /// The manager's directive.
+    pub directive: String,
+    /// The personas tasks may be assigned to, one line each (name, role,
+    /// tools).
+    pub personas: Vec<String>,
+    /// The graph as it stands, one line per task (id, status, title, and
+    /// the start of its result or its error).
+    pub tasks: Vec<String>,
+    /// The task that failed.
+    pub failed_task: String,
+    /// What it was asked to do.
+    pub failed_description: String,
+    /// Why it failed.
+    pub failed_error: String,
+}
+
+/// The tasks a model adds after a failure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplanAnswer {
+    /// Tasks to add (none: the model sees no way on).
+    pub tasks: Vec<swarm_common::TaskDefinition>,
+    /// The added task that does the failed one's job.
+    pub replaces: Option<String>,
+    /// Why, in the model's words.
+    pub reason: String,
+    /// Tokens used.
+    pub usage: Usage,
+    /// Estimated cost in US dollars.
+    pub cost_usd: f64,
+}
+
+#[derive(Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+struct ReplanReply {
+    reason: String,
+    #[serde(default)]
+    tasks: Vec<ReplanTask>,
+    #[serde(default)]
+    replaces: Option<String>,
+}
+
+#[derive(Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+struct ReplanTask {
+    task_id: String,
+    title: String,
+    description: String,
+    assigned_to: String,
+    #[serde(default)]
+    dependencies: Vec<String>,
+}
+
+/// Asks `provider` for tasks to add after a task failed for good. `check`
+/// says why tasks cannot be added to the graph (the manager's rules,
+/// `swarm_common::replan::check_added`); a refused answer is sent back with
+/// the reason, up to [`MAX_REPLIES`] answers in all.
+pub async fn replan_with_provider(
+    provider: &dyn Provider,
+    request: &ReplanRequest,
+    check: impl Fn(&[swarm_common::TaskDefinition], Option<&str>) -> Result<(), String>,
+) -> Result<ReplanAnswer, ErrorBody> {
+    let system = "You are the manager of a Swarm mission. One of its tasks has failed for good. \
+                  You may add tasks to the running task graph so that the mission can still \
+                  succeed: for example a task that reaches the same goal another way. Reply with \
+                  one JSON object and nothing else: {\"reason\": \"why these tasks (or why none)\", \
+                  \"tasks\": [{\"task_id\": \"...\", \"title\": \"...\", \"description\": \"...\", \
+                  \"assigned_to\": \"<a persona's name>\", \"dependencies\": [\"<task ids>\"]}], \
+                  \"replaces\": \"<the id of the added task whose result the tasks after the \
+                  failed one should use>\"}. Task ids are new, of letters, digits, '-' and '_'; \
+                  dependencies name tasks of the graph or added tasks. Reply with \"tasks\": [] \
+                  when no task can help.";
+    let user = format!(
+        "The mission:\n{}\n\nThe manager's directive:\n{}\n\nThe personas:\n{}\n\nThe tasks so \
+         far:\n{}\n\nThe task that failed: {}\nIt was asked to: {}\nIt failed because: {}",
+        shorten(&request.mission, 8 * 1024),
+        shorten(&request.directive, 4 * 1024),
+        request.personas.join("\n"),
+        request.tasks.join("\n"),
+        request.failed_task,
+        shorten(&request.failed_description, 8 * 1024),
+        shorten(&request.failed_error, 4 * 1024),
+    );
+    let mut messages = vec![ChatMessage::system(system), ChatMessage::user(user)];
+    let mut usage = Usage::default();
+    let mut cost_usd = 0.0;
+    let mut problem = String::new();
+    for _ in 0..MAX_REPLIES {
+        let (reply, u, c): (ReplanReply, _, _) =
+            ask_json(provider, "replanning", messages.clone()).await?;
+        usage.input_tokens += u.input_tokens;
+        usage.output_tokens += u.output_tokens;
+        cost_usd += c;
+        let tasks: Vec<swarm_common::TaskDefinition> = reply
+            .tasks
+            .iter()
+            .map(|t| swarm_common::TaskDefinition {
+                task_id: t.task_id.clone(),
+                title: t.title.clone(),
+                description: t.description.clone(),
+                assigned_to: t.assigned_to.clone(),
+                dependencies: t.dependencies.clone(),
+                priority: None,
+                max_result_bytes: None,
+                gates: Vec::new(),
+                condition: None,
+                map: None,
+                on_failure: None,
+            })
+            .collect();
+        let replaces = reply.replaces.clone().filter(|r| !r.is_empty());
+        match check(&tasks, replaces.as_deref()) {
+            Ok(()) => {
+                return Ok(ReplanAnswer {
+                    tasks,
+                    replaces,
+                    reason: reply.reason,
+                    usage,
+                    cost_usd,
+                });
+            }
+            Err(p) => {
+                problem = p;
+                messages.push(ChatMessage::assistant(
+                    serde_json::to_string(&reply).unwrap_or_default(),
+                ));
+                messages.push(ChatMessage::user(format!(
+                    "Those tasks cannot be added: {problem}. Reply with the corrected JSON object \
+                     only."
+                )));
+            }
+        }
+    }
+    Err(ErrorBody::new(
+        ErrorCode::ValidationFailed,
+        format!(
+            "replanning: no usable tasks in {MAX_REPLIES} answers; the last problem: {problem}"
+        ),
+    )
+    .with_detail("provider", provider.name()))
+}

@@ -277,6 +277,7 @@ fn a2ap(codec: Codec, payload: &[u8]) -> anyhow::Result<Decoded> {
         MessageType::CollaborationRequest => {
             envelope::<swarm_common::CollaborationRequest>(codec, payload)
         }
+        MessageType::Replan => envelope::<swarm_common::replan::Replan>(codec, payload),
     }
 }
 

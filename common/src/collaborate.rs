@@ -189,6 +189,8 @@ mod tests {
     fn state(tasks: Vec<TaskState>) -> SwarmState {
         let now = chrono::Utc::now();
         SwarmState {
+            changes: Vec::new(),
+            replan: false,
             parent: None,
             sub_managers: Vec::new(),
             swarm_id: "s".into(),

@@ -25,6 +25,7 @@ pub mod messages;
 pub mod mission;
 pub mod outcome;
 pub mod proto;
+pub mod replan;
 pub mod schema;
 mod seed;
 pub mod state;

@@ -45,6 +45,9 @@ pub struct Limits {
     /// Most asks for help one task makes of its collaborators, over all its
     /// attempts, accepted or refused (default 4; [`crate::collaborate`]).
     pub max_collaborator_asks: u32,
+    /// Most times the manager's model adds tasks to one swarm after a task
+    /// failed for good (default 2; [`crate::replan`]).
+    pub max_replans: u32,
     /// Bounds on what the plan's tasks carry: titles, gates, their schemas
     /// and regular expressions. Behind a pointer, so that the messages that
     /// carry limits stay small (`{"task": {...}}` on the wire).
@@ -66,6 +69,7 @@ impl Default for Limits {
             max_swarm_depth: 3,
             max_child_swarms: 16,
             max_collaborator_asks: 4,
+            max_replans: 2,
             task: Box::default(),
         }
     }

@@ -53,6 +53,10 @@ pub enum MessageType {
     /// ([`crate::collaborate`]).
     #[serde(alias = "collaboration_request")]
     CollaborationRequest,
+    /// The manager's model's tasks for a task that failed for good
+    /// ([`crate::replan`]).
+    #[serde(alias = "replan")]
+    Replan,
 }
 
 /// Where a task stands. The seed's statuses are `Pending`, `InProgress`,

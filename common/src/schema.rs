@@ -46,6 +46,7 @@ pub fn all() -> Vec<(&'static str, Value)> {
     out.push(message::<crate::collaborate::CollaborationRequest>(
         "CollaborationRequest",
     ));
+    out.push(message::<crate::replan::Replan>("Replan"));
     out.push(plain::<MissionRequest>("MissionRequest"));
     out.push(plain::<MissionReply>("MissionReply"));
     out.push(plain::<MissionErrorReply>("MissionErrorReply"));

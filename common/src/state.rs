@@ -79,6 +79,10 @@ pub struct TaskState {
     /// only if that task fails for good.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_for: Option<String>,
+    /// It failed for good and the manager's model is being asked for tasks
+    /// to add ([`crate::replan`]): the tasks that depend on it wait.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replanning: bool,
     /// The task whose ask for help this task answers
     /// ([`crate::collaborate`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -114,6 +118,7 @@ impl TaskState {
             map: None,
             parent: None,
             fallback_for: None,
+            replanning: false,
             asked_by: None,
             asks: Vec::new(),
         }
@@ -183,6 +188,13 @@ pub struct SwarmState {
     /// The parent task this swarm runs for, when it is a child swarm.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<crate::hierarchy::ParentTask>,
+    /// Whether the manager's model may add tasks when one fails for good
+    /// (a manager with a model deployed the swarm; [`crate::replan`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replan: bool,
+    /// The changes replans made to the graph, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<crate::replan::GraphChange>,
 }
 
 impl SwarmState {

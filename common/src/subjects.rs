@@ -86,6 +86,7 @@ pub fn manager_filters() -> Vec<String> {
         "a2ap.*.error".into(),
         "a2ap.*.control".into(),
         "a2ap.*.ask.*".into(),
+        "a2ap.*.replan.*".into(),
     ]
 }
 
@@ -127,6 +128,11 @@ pub fn progress(swarm_id: &str, task_id: &str) -> String {
 /// `ResultSubmission`s of one task.
 pub fn result(swarm_id: &str, task_id: &str) -> String {
     format!("a2ap.{swarm_id}.result.{task_id}")
+}
+
+/// The manager's `Replan`s after one task failed ([`crate::replan`]).
+pub fn replan(swarm_id: &str, task_id: &str) -> String {
+    format!("a2ap.{swarm_id}.replan.{task_id}")
 }
 
 /// `CollaborationRequest`s of one asking task ([`crate::collaborate`]).
@@ -195,6 +201,13 @@ pub enum Subject<'a> {
         /// The asking task.
         task_id: &'a str,
     },
+    /// `a2ap.<swarm>.replan.<task>`
+    Replan {
+        /// The swarm.
+        swarm_id: &'a str,
+        /// The task that failed.
+        task_id: &'a str,
+    },
     /// `a2ap.<swarm>.report`
     Report {
         /// The swarm.
@@ -227,7 +240,8 @@ impl<'a> Subject<'a> {
             } => is_token(pool) && is_token(swarm_id) && is_token(task_id),
             Subject::Progress { swarm_id, task_id }
             | Subject::Result { swarm_id, task_id }
-            | Subject::Ask { swarm_id, task_id } => is_token(swarm_id) && is_token(task_id),
+            | Subject::Ask { swarm_id, task_id }
+            | Subject::Replan { swarm_id, task_id } => is_token(swarm_id) && is_token(task_id),
             other => is_token(other.swarm_id()),
         };
         ids_ok.then_some(parsed)
@@ -247,6 +261,7 @@ impl<'a> Subject<'a> {
             }
             ["a2ap", swarm_id, "result", task_id] => Some(Subject::Result { swarm_id, task_id }),
             ["a2ap", swarm_id, "ask", task_id] => Some(Subject::Ask { swarm_id, task_id }),
+            ["a2ap", swarm_id, "replan", task_id] => Some(Subject::Replan { swarm_id, task_id }),
             ["a2ap", swarm_id, "report"] => Some(Subject::Report { swarm_id }),
             ["a2ap", swarm_id, "error"] => Some(Subject::Error { swarm_id }),
             ["a2ap", swarm_id, "control"] => Some(Subject::Control { swarm_id }),
@@ -262,6 +277,7 @@ impl<'a> Subject<'a> {
             | Subject::Progress { swarm_id, .. }
             | Subject::Result { swarm_id, .. }
             | Subject::Ask { swarm_id, .. }
+            | Subject::Replan { swarm_id, .. }
             | Subject::Report { swarm_id }
             | Subject::Error { swarm_id }
             | Subject::Control { swarm_id } => swarm_id,

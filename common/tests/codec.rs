@@ -288,6 +288,8 @@ fn control() -> Control {
 
 fn swarm_state() -> SwarmState {
     SwarmState {
+        changes: Vec::new(),
+        replan: false,
         parent: None,
         sub_managers: Vec::new(),
         swarm_id: "0b6e3c1a-9f2d-4c8e-a1b7-5d4f3e2a1c0b".into(),
@@ -298,6 +300,7 @@ fn swarm_state() -> SwarmState {
         workers: vec![persona()],
         planner: "offline-planner".into(),
         tasks: vec![TaskState {
+            replanning: false,
             fallback_for: None,
             definition: task_definition(),
             status: TaskStatus::Completed,
@@ -615,6 +618,9 @@ fn decode_as(as_type: MessageType, codec: Codec, bytes: &[u8]) -> Result<(), Err
         MessageType::Control => Envelope::<Control>::decode(codec, bytes).map(drop),
         MessageType::CollaborationRequest => {
             Envelope::<swarm_common::CollaborationRequest>::decode(codec, bytes).map(drop)
+        }
+        MessageType::Replan => {
+            Envelope::<swarm_common::replan::Replan>::decode(codec, bytes).map(drop)
         }
     }
 }

@@ -123,6 +123,9 @@ pub struct DriverConfig {
     /// How long an event ahead of the stored state waits for the events
     /// before it before it is a dead letter.
     pub patience: Duration,
+    /// The swarms this replica deploys may have their graphs grown by the
+    /// manager's model ([`swarm_common::replan`]): it has one.
+    pub replan: bool,
 }
 
 impl DriverConfig {
@@ -131,6 +134,7 @@ impl DriverConfig {
         DriverConfig {
             agent_id: agent_id.into(),
             patience: (ack_wait * 10).max(Duration::from_secs(10)),
+            replan: false,
         }
     }
 }
@@ -199,6 +203,16 @@ pub struct SetAside {
     /// swarm's watchers are told instead.
     pub deployment: bool,
 }
+
+/// One result of a batch to review ([`Driver::to_review`]): its stream
+/// sequence, the submission, the verdicts to add to, and whether a replan
+/// was sent for it.
+pub type ToReview<'a> = (
+    u64,
+    &'a mut ResultSubmission,
+    &'a mut Vec<GateVerdict>,
+    &'a mut bool,
+);
 
 /// What happens to a driver.
 #[derive(Debug)]
@@ -504,22 +518,20 @@ impl<P> Driver<P> {
     }
 
     /// For [`Request::Review`]: the cached state and the batch's results,
-    /// each with the verdicts to add to (and its metrics, for the model's
-    /// cost).
-    pub fn to_review(
-        &mut self,
-    ) -> Option<(
-        &Indexed,
-        impl Iterator<Item = (&mut ResultSubmission, &mut Vec<GateVerdict>)>,
-    )> {
+    /// each with its stream sequence, the verdicts to add to (and its
+    /// metrics, for the model's cost) and whether a replan was sent for it.
+    pub fn to_review(&mut self) -> Option<(&Indexed, impl Iterator<Item = ToReview<'_>>)> {
         let state = &self.cache.as_ref()?.state;
         let items = self.batch.as_mut()?.items.iter_mut();
         Some((
             state,
             items.filter_map(|i| match &mut i.incoming {
                 Incoming::Event(Event::Result {
-                    submission, review, ..
-                }) => Some((&mut **submission, review)),
+                    submission,
+                    review,
+                    replan,
+                    ..
+                }) => Some((i.seq, &mut **submission, review, replan)),
                 _ => None,
             }),
         ))
@@ -866,7 +878,8 @@ impl<P> Driver<P> {
             Err(e) => self.fail_batch(now, e, out),
             Ok(found) => {
                 if let Some((d, seq)) = found.filter(|(d, _)| recent(d, now.wall)) {
-                    let (state, commands) = machine::deploy(&self.swarm_id, &d, seq, now.wall);
+                    let (mut state, commands) = machine::deploy(&self.swarm_id, &d, seq, now.wall);
+                    state.replan = self.config.replan;
                     info!(tasks = state.tasks.len(), status = ?state.status, "swarm deployed from the stream: an event came before its state");
                     self.cache = Some(self.cached(state, 0));
                     if let Some(batch) = self.batch.as_mut() {
@@ -890,7 +903,8 @@ impl<P> Driver<P> {
         for item in &batch.items {
             match (&mut self.cache, &item.incoming) {
                 (None, Incoming::Deploy(d)) => {
-                    let (state, commands) = machine::deploy(swarm_id, d, item.seq, now.wall);
+                    let (mut state, commands) = machine::deploy(swarm_id, d, item.seq, now.wall);
+                    state.replan = self.config.replan;
                     info!(tasks = state.tasks.len(), status = ?state.status, "swarm deployed");
                     self.generations += 1;
                     self.cache = Some(Cached {
@@ -1389,6 +1403,10 @@ fn event_name(event: &Event) -> String {
         Event::Ask { request } => format!(
             "ask {} of task {} (attempt {}, revision {})",
             request.ask, request.task_id, request.attempt, request.revision
+        ),
+        Event::Replan { replan } => format!(
+            "the replan after task {} (attempt {}, revision {})",
+            replan.task_id, replan.attempt, replan.revision
         ),
         Event::Cancel { .. } => "the cancel".into(),
         Event::Expire => "the expiry".into(),

@@ -81,6 +81,10 @@ impl TaskIndex {
         // A chain visits each task once at most (validation refuses cycles).
         for _ in 0..=tasks.len() {
             let t = &tasks[k];
+            if t.status == TaskStatus::Failed && t.replanning {
+                // The manager's model may yet add a task in its place.
+                return TaskStatus::Pending;
+            }
             if t.status != TaskStatus::Failed {
                 return match t.status {
                     _ if k == i => t.status,

@@ -35,6 +35,16 @@ pub enum Event {
         /// Verdicts of the checks that need I/O, made before the event is
         /// applied: the task's own gates and the model reviewer, if any.
         review: Vec<GateVerdict>,
+        /// The manager's model was asked for tasks to add should this
+        /// result fail its task for good, and its [`swarm_common::replan::Replan`]
+        /// is in the stream: the failed task's dependents wait for it.
+        replan: bool,
+    },
+    /// The manager's model's tasks for a task that failed for good
+    /// ([`swarm_common::replan`]).
+    Replan {
+        /// The model's answer (boxed: far larger than the other events).
+        replan: Box<swarm_common::replan::Replan>,
     },
     /// A worker could not process a task at all.
     TaskError {
@@ -107,6 +117,8 @@ pub fn deploy(
     now: DateTime<Utc>,
 ) -> (Indexed, Vec<Command>) {
     let mut state = Indexed::new(SwarmState {
+        changes: Vec::new(),
+        replan: false,
         swarm_id: swarm_id.to_string(),
         mission: d.mission.clone(),
         mission_id: d.mission_id.clone(),
@@ -200,7 +212,28 @@ pub fn apply(state: &mut Indexed, seq: u64, event: &Event, now: DateTime<Utc>) -
             seq: rseq,
             submission,
             review,
-        } => on_result(state, *rseq, submission, review, now, &mut commands),
+            replan,
+        } => {
+            // Held for the replan only if this result fails the task for
+            // good; any other outcome clears the mark.
+            let i = state.position(&submission.task_id);
+            let hold = *replan && state.replan && replans_left(state);
+            if let Some(i) = i.filter(|_| hold)
+                && state.tasks[i].attempt == submission.attempt
+                && state.tasks[i].revision == submission.revision
+                && !state.tasks[i].status.is_terminal()
+            {
+                state.tasks[i].replanning = true;
+            }
+            let changed = on_result(state, *rseq, submission, review, now, &mut commands);
+            if let Some(i) = i
+                && state.tasks[i].status != TaskStatus::Failed
+            {
+                state.tasks[i].replanning = false;
+            }
+            changed
+        }
+        Event::Replan { replan } => on_replan(state, replan, now, &mut commands),
         Event::TaskError {
             task_id,
             attempt,
@@ -288,6 +321,14 @@ fn is_ahead(state: &Indexed, event: &Event) -> bool {
             ..
         } => (task_id, *attempt, None),
         Event::Ask { request } => (&request.task_id, request.attempt, Some(request.revision)),
+        // A replan is sent before the result it answers is applied: after a
+        // lost write it may come first, and waits for it.
+        Event::Replan { replan } => {
+            return state.task(&replan.task_id).is_some_and(|t| {
+                !t.status.is_terminal()
+                    && (replan.attempt, replan.revision) >= (t.attempt, t.revision)
+            });
+        }
         _ => return false,
     };
     let Some(task) = state.task(task_id) else {
@@ -704,6 +745,103 @@ fn cascade_cancel(state: &mut Indexed, now: DateTime<Utc>) {
     }
 }
 
+/// Whether the swarm may still ask the manager's model for tasks.
+pub fn replans_left(state: &SwarmState) -> bool {
+    let used = state.metrics.get("replans").copied().unwrap_or(0.0);
+    used < f64::from(state.limits.max_replans)
+}
+
+/// Applies the manager's model's tasks for a task that failed for good:
+/// they join the graph (checked like a plan's), the one named `replaces`
+/// becomes the failed task's fallback, and the change is recorded. With no
+/// tasks, or tasks that are refused, the failure takes its course.
+fn on_replan(
+    state: &mut Indexed,
+    replan: &swarm_common::replan::Replan,
+    now: DateTime<Utc>,
+    commands: &mut Vec<Command>,
+) -> bool {
+    let Some(i) = state.position(&replan.task_id) else {
+        return false;
+    };
+    let t = &state.tasks[i];
+    if !t.replanning || t.attempt != replan.attempt || t.revision != replan.revision {
+        return false;
+    }
+    state.tasks[i].replanning = false;
+    for key in ["input_tokens", "output_tokens", "cost_usd"] {
+        if let Some(v) = replan
+            .metrics
+            .get(key)
+            .filter(|v| v.is_finite() && **v > 0.0)
+        {
+            *state.metrics.entry(key.to_string()).or_insert(0.0) += v;
+        }
+    }
+    let checked = {
+        let existing: HashSet<&str> = state
+            .tasks
+            .iter()
+            .map(|t| t.definition.task_id.as_str())
+            .collect();
+        let personas: HashSet<&str> = state
+            .workers
+            .iter()
+            .map(|w| w.name.as_str())
+            .chain(state.sub_managers.iter().map(|s| s.name.as_str()))
+            .collect();
+        swarm_common::replan::check_added(
+            &existing,
+            &personas,
+            &replan.tasks,
+            replan.replaces.as_deref(),
+            &state.limits,
+        )
+    };
+    let mut change = swarm_common::replan::GraphChange {
+        after: replan.task_id.clone(),
+        at: now,
+        added: Vec::new(),
+        replaces: None,
+        reason: replan.reason.clone(),
+        model: replan.model.clone(),
+        refused: None,
+    };
+    match checked {
+        Err(e) => change.refused = Some(e.message),
+        Ok(()) if replan.tasks.is_empty() => {}
+        Ok(()) => {
+            let first = state.tasks.len();
+            let priority = state.tasks[i].priority;
+            for def in &replan.tasks {
+                let pool = state
+                    .workers
+                    .iter()
+                    .find(|w| w.name == def.assigned_to)
+                    .map(|w| w.pool.clone())
+                    .unwrap_or_else(|| SUB_MANAGER_POOL.to_string());
+                change.added.push(def.task_id.clone());
+                state
+                    .tasks
+                    .push(TaskState::pending(def.clone(), pool, priority));
+            }
+            // The new tasks change the graph the index was built on.
+            state.index = TaskIndex::default();
+            if let Some(r) = &replan.replaces
+                && let Some(f) = state.position(r)
+            {
+                state.tasks[i].definition.on_failure = Some(r.clone());
+                state.tasks[f].fallback_for = Some(replan.task_id.clone());
+                change.replaces = Some(r.clone());
+            }
+            assign_if_ready(state, (first..state.tasks.len()).collect(), now, commands);
+        }
+    }
+    state.changes.push(change);
+    cascade_cancel(state, now);
+    true
+}
+
 /// Records each task's fallback in the fallback's state (`fallback_for`).
 fn mark_fallbacks(state: &mut Indexed) {
     let pairs: Vec<(usize, String)> = state
@@ -788,6 +926,13 @@ fn skip_fallbacks(state: &mut Indexed, i: usize, now: DateTime<Utc>) -> Vec<usiz
 /// its place (once its own dependencies are done); what can no longer run
 /// is cancelled.
 fn failed(state: &mut Indexed, i: usize, now: DateTime<Utc>, commands: &mut Vec<Command>) {
+    if state.tasks[i].replanning {
+        // The model's tasks are on their way ([`Event::Replan`]): what
+        // depends on this task waits for them.
+        let used = state.metrics.entry("replans".into()).or_insert(0.0);
+        *used += 1.0;
+        return;
+    }
     if let Some(f) = state.tasks[i]
         .definition
         .on_failure
@@ -1189,7 +1334,12 @@ fn assign_first(state: &mut Indexed, i: usize, now: DateTime<Utc>) -> Command {
 }
 
 fn finish_if_done(state: &mut Indexed, now: DateTime<Utc>, commands: &mut Vec<Command>) {
-    if state.status.is_terminal() || !state.tasks.iter().all(|t| t.status.is_terminal()) {
+    if state.status.is_terminal()
+        || !state
+            .tasks
+            .iter()
+            .all(|t| t.status.is_terminal() && !t.replanning)
+    {
         return;
     }
     // Skipped is an outcome, not a failure: every task that ran completed,

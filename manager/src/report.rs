@@ -179,6 +179,36 @@ fn summary(state: &SwarmState, completed_at: DateTime<Utc>) -> String {
     )
 }
 
+/// What each replan did to the graph, one line each: facts the report
+/// keeps even when a model writes the rest of its insights.
+pub fn change_insights(state: &SwarmState) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in &state.changes {
+        out.push(match (&c.refused, c.added.is_empty()) {
+            (Some(why), _) => format!(
+                "after {} failed, the tasks of the manager's model ({}) were refused: {why}",
+                c.after, c.model
+            ),
+            (None, true) => format!(
+                "after {} failed, the manager's model ({}) added no tasks: {}",
+                c.after, c.model, c.reason
+            ),
+            (None, false) => format!(
+                "after {} failed, the manager's model ({}) added {}{}: {}",
+                c.after,
+                c.model,
+                c.added.join(", "),
+                c.replaces
+                    .as_ref()
+                    .map(|r| format!(" ({r} in its place)"))
+                    .unwrap_or_default(),
+                c.reason
+            ),
+        });
+    }
+    out
+}
+
 fn insights(state: &SwarmState) -> Vec<String> {
     let mut out = Vec::new();
     for t in &state.tasks {
@@ -221,6 +251,7 @@ fn insights(state: &SwarmState) -> Vec<String> {
             ));
         }
     }
+    out.extend(change_insights(state));
     let cancelled: Vec<&str> = state
         .tasks
         .iter()

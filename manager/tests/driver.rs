@@ -96,6 +96,7 @@ fn deployed(d: &SwarmDeployment) -> Decoded {
 
 fn result(task_id: &str, attempt: u32, seq: u64) -> Decoded {
     event(Event::Result {
+        replan: false,
         seq,
         submission: Box::new(ResultSubmission {
             token: String::new(),

@@ -59,6 +59,7 @@ fn submit(state: &mut Indexed, seq: u64, r: ResultSubmission) -> machine::Applie
         state,
         seq,
         &Event::Result {
+            replan: false,
             seq,
             submission: Box::new(r),
             review: vec![],
@@ -354,6 +355,7 @@ fn a_model_reviewer_rejection_becomes_a_revision_with_its_feedback() {
         &mut s,
         2,
         &Event::Result {
+            replan: false,
             seq: 2,
             submission: Box::new(result("a", 1, 0, "12 words")),
             review: vec![verdict],
@@ -1431,4 +1433,161 @@ fn a_helper_that_fails_fails_the_mission_and_tells_the_asker_why() {
     let out = submit(&mut s, 7, result("a", 1, 0, "A without help"));
     assert_eq!(out.commands, vec![Command::Finalize]);
     assert_eq!(s.status, SwarmStatus::Failed, "a task failed");
+}
+
+// ------------------------------------------------------------ replanning
+
+/// `t` then `d` after it, in a swarm whose graph the manager's model may
+/// grow; one try each, no revisions.
+fn replanning() -> Indexed {
+    let mut d = deployment(vec![task("t", &[]), task("d", &["t"])]);
+    d.limits.max_revisions = 0;
+    d.limits.max_attempts = 1;
+    let (mut state, _) = machine::deploy("s1", &d, 1, now());
+    state.replan = true;
+    state
+}
+
+/// The failing result of `t`, sent with a replan on its way.
+fn failing_with_replan(state: &mut Indexed, seq: u64) -> machine::Applied {
+    machine::apply(
+        state,
+        seq,
+        &Event::Result {
+            seq,
+            submission: Box::new(failure("t", "the source is gone")),
+            review: vec![],
+            replan: true,
+        },
+        now(),
+    )
+}
+
+fn replan_event(tasks: Vec<TaskDefinition>, replaces: Option<&str>) -> Event {
+    Event::Replan {
+        replan: Box::new(swarm_common::replan::Replan {
+            task_id: "t".into(),
+            attempt: 1,
+            revision: 0,
+            tasks,
+            replaces: replaces.map(str::to_owned),
+            reason: "try the archive".into(),
+            model: "mock".into(),
+            metrics: [("input_tokens".to_string(), 10.0)].into(),
+            token: String::new(),
+        }),
+    }
+}
+
+#[test]
+fn a_replan_adds_tasks_and_the_one_it_names_runs_in_the_failed_tasks_place() {
+    let mut state = replanning();
+    let applied = failing_with_replan(&mut state, 2);
+    assert!(applied.changed);
+    assert_eq!(status(&state, "t"), TaskStatus::Failed);
+    assert!(state.task("t").unwrap().replanning);
+    assert_eq!(
+        status(&state, "d"),
+        TaskStatus::Pending,
+        "d waits for the replan"
+    );
+    assert_eq!(state.status, SwarmStatus::Running);
+
+    let applied = machine::apply(
+        &mut state,
+        3,
+        &replan_event(
+            vec![task("archive", &[]), task("check", &["archive"])],
+            Some("check"),
+        ),
+        now(),
+    );
+    assert_eq!(assigned(&applied.commands), vec![("archive".into(), 1, 0)]);
+    assert_eq!(state.changes.len(), 1);
+    assert_eq!(state.changes[0].added, vec!["archive", "check"]);
+    assert_eq!(state.changes[0].replaces.as_deref(), Some("check"));
+    assert_eq!(
+        state.metrics["input_tokens"], 10.0,
+        "the model's cost counts"
+    );
+
+    let applied = submit(&mut state, 4, result("archive", 1, 0, "found it"));
+    assert_eq!(assigned(&applied.commands), vec![("check".into(), 1, 0)]);
+    let applied = submit(&mut state, 5, result("check", 1, 0, "checked"));
+    let [Command::Assign { assignment, .. }] = applied.commands.as_slice() else {
+        panic!("d runs on check's result: {:?}", applied.commands);
+    };
+    assert_eq!(assignment.task_id, "d");
+    assert_eq!(assignment.context[0].task_id, "check");
+    submit(&mut state, 6, result("d", 1, 0, "done"));
+    assert_eq!(state.status, SwarmStatus::Completed);
+    assert_eq!(
+        status(&state, "t"),
+        TaskStatus::Failed,
+        "the failure stays on record"
+    );
+}
+
+#[test]
+fn a_replan_with_no_tasks_or_refused_tasks_lets_the_failure_take_its_course() {
+    for (tasks, refused) in [
+        (vec![], false),
+        (
+            vec![TaskDefinition {
+                assigned_to: "ghost".into(),
+                ..task("x", &[])
+            }],
+            true,
+        ),
+    ] {
+        let mut state = replanning();
+        failing_with_replan(&mut state, 2);
+        machine::apply(&mut state, 3, &replan_event(tasks, None), now());
+        assert_eq!(status(&state, "d"), TaskStatus::Cancelled);
+        assert_eq!(state.status, SwarmStatus::Failed);
+        assert_eq!(
+            state.changes[0].refused.is_some(),
+            refused,
+            "{:?}",
+            state.changes
+        );
+        assert!(state.task("x").is_none());
+    }
+}
+
+#[test]
+fn a_replan_ahead_of_its_result_waits_and_a_second_copy_changes_nothing() {
+    let mut state = replanning();
+    let early = machine::apply(
+        &mut state,
+        2,
+        &replan_event(vec![task("x", &[])], Some("x")),
+        now(),
+    );
+    assert!(early.ahead, "the result it answers is not applied yet");
+    failing_with_replan(&mut state, 3);
+    let once = machine::apply(
+        &mut state,
+        4,
+        &replan_event(vec![task("x", &[])], Some("x")),
+        now(),
+    );
+    assert!(once.changed);
+    let twice = machine::apply(
+        &mut state,
+        5,
+        &replan_event(vec![task("x", &[])], Some("x")),
+        now(),
+    );
+    assert!(!twice.changed);
+    assert_eq!(state.tasks.len(), 3);
+}
+
+#[test]
+fn a_result_sent_with_a_replan_holds_nothing_when_the_swarm_may_not_grow() {
+    let mut state = replanning();
+    state.replan = false;
+    failing_with_replan(&mut state, 2);
+    assert!(!state.task("t").unwrap().replanning);
+    assert_eq!(state.status, SwarmStatus::Failed);
 }

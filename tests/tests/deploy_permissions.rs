@@ -301,6 +301,8 @@ async fn each_role_does_its_part_and_nothing_else() {
     assert_eq!(assignment.subject.as_str(), subjects::work(sub, "s1", "t9"));
     assignment.double_ack().await.unwrap();
     manager.stored(&subjects::result("s1", "t9")).await;
+    // The manager's model's tasks after a failure: only a manager sends them.
+    manager.stored(&subjects::replan("s1", "t1")).await;
     boss.clean();
     manager.clean();
     // A worker cannot take the sub-manager pool's assignments.
@@ -362,6 +364,8 @@ async fn each_role_does_its_part_and_nothing_else() {
     // A client cannot publish results, deployments, reports or work, write
     // swarm state or mission records, delete or purge, or take a role's work.
     client.refused_publish(&subjects::result("s1", "t1")).await;
+    client.refused_publish(&subjects::replan("s1", "t1")).await;
+    worker.refused_publish(&subjects::replan("s1", "t1")).await;
     client.refused_publish(&subjects::ask("s1", "t1")).await;
     client.refused_publish(&subjects::deploy("s3")).await;
     client.refused_publish(&subjects::report("s1")).await;
@@ -511,10 +515,10 @@ async fn each_role_does_its_part_and_nothing_else() {
     // Nothing refused was stored.
     let mut a2ap = client.js().get_stream(subjects::A2AP_STREAM).await.unwrap();
     let stored = a2ap.info().await.unwrap().state.messages;
-    // deploy, progress x2, results x2 (a worker's, a child's), error, ask,
-    // control x2
+    // deploy, progress x2, results x2 (a worker's, a child's), replan,
+    // error, ask, control x2
     assert_eq!(
-        stored, 9,
+        stored, 10,
         "only the allowed messages are in the A2AP stream"
     );
     let mut work = admin.js().get_stream(subjects::WORK_STREAM).await.unwrap();

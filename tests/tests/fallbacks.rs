@@ -1,14 +1,15 @@
-//! A task that fails for good and the plan's fallback for it, end to end:
-//! the fallback runs in its place, the tasks after it get the fallback's
-//! result, and the report says what failed and what stood in. Run with the
-//! real binaries and the offline provider.
+//! A task that fails for good, end to end: the plan's fallback runs in its
+//! place (offline provider), or, with no fallback, the manager's model adds
+//! tasks to the running graph (a scripted model); the tasks after it get the
+//! stand-in's result, and the report says what failed and what stood in.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests report failure by panicking
 
 mod common;
 
+use serde_json::json;
 use swarm_common::{SwarmStatus, TaskDefinition, TaskStatus};
-use swarm_testkit::Cluster;
+use swarm_testkit::{Cluster, Match, MockLlm, Reply, Rule};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_task_is_replaced_by_its_fallback_and_the_mission_goes_on() {
@@ -68,4 +69,116 @@ async fn a_failed_task_is_replaced_by_its_fallback_and_the_mission_goes_on() {
     )
     .await;
     assert_eq!(use_[0].body.context[0].task_id, "mirror", "{:#?}", state);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_managers_model_adds_tasks_when_one_fails_and_they_complete_the_mission() {
+    let llm = MockLlm::start().await;
+    let stand_in = common::echo("from the archive");
+    llm.add(
+        Rule::new(
+            "replanner",
+            Match::new().system_contains("has failed for good"),
+        )
+        .reply(Reply::json_text(&json!({
+            "reason": "The file is gone; the archive has a copy.",
+            "tasks": [{
+                "task_id": "archive",
+                "title": "Read the archive",
+                "description": stand_in,
+                "assigned_to": "w",
+            }],
+            "replaces": "archive",
+        }))),
+    );
+    llm.add(
+        Rule::new(
+            "reviewer",
+            Match::new().system_contains("reviewing a worker's result"),
+        )
+        .then_always(Reply::json_text(&json!({"approved": true, "feedback": ""}))),
+    );
+    llm.add(
+        Rule::new(
+            "summarizer",
+            Match::new().system_contains("final report of a Swarm mission"),
+        )
+        .then_always(Reply::json_text(&json!({
+            "summary": "The archive stood in for the missing file.",
+            "insights": []
+        }))),
+    );
+    let ws = tempfile::tempdir().unwrap();
+    let mut builder = Cluster::builder()
+        .bosses(1)
+        .managers(1)
+        .workers(1)
+        .workspace(ws.path());
+    for (k, v) in llm.openai_env("gpt-4o-mini") {
+        // Only the manager asks the model; the tasks are explicit tool calls.
+        builder = builder.env(
+            if k == "SWARM_PROVIDER" {
+                "SWARM_MANAGER_PROVIDER".into()
+            } else {
+                k
+            },
+            v,
+        );
+    }
+    let cluster = builder.start().await.expect("the cluster starts");
+    let nc = cluster.client().await;
+    let read_missing = common::tool("read_file", json!({"path": "missing.txt"}));
+    let mission = common::mission(
+        "read the data, then use it",
+        vec![
+            common::task("read", &read_missing, &[]),
+            common::task("use", &common::echo("used"), &["read"]),
+        ],
+    );
+    let id = common::submit(&nc, &mission).await;
+    let report = common::final_report(&cluster, &nc, &id, 120).await;
+
+    assert_eq!(
+        report.overall_status,
+        SwarmStatus::Completed,
+        "{report:#?}\n{}",
+        llm.describe_requests()
+    );
+    assert_eq!(common::outcome(&report, "read").status, TaskStatus::Failed);
+    let archive = common::outcome(&report, "archive");
+    assert_eq!(archive.status, TaskStatus::Completed);
+    assert_eq!(archive.result, "from the archive");
+    assert_eq!(
+        common::outcome(&report, "use").status,
+        TaskStatus::Completed
+    );
+    assert_eq!(llm.requests_for("replanner").len(), 1, "asked once");
+    let asked = &llm.requests_for("replanner")[0];
+    assert!(
+        asked.last_user_text().contains("missing.txt"),
+        "the model is told why"
+    );
+
+    // The change is a message in the swarm's stream, and in its state and report.
+    let replans = common::messages::<swarm_common::replan::Replan>(
+        &nc,
+        &swarm_common::subjects::replan(&id, "read"),
+    )
+    .await;
+    assert_eq!(replans.len(), 1);
+    assert_eq!(replans[0].body.replaces.as_deref(), Some("archive"));
+    let state = common::state(&nc, &id).await;
+    assert_eq!(state.changes.len(), 1);
+    assert_eq!(state.changes[0].added, vec!["archive"]);
+    assert!(
+        report.insights.iter().any(|i| i.contains("added archive")),
+        "{:#?}",
+        report.insights
+    );
+    let use_ = common::messages::<swarm_common::TaskAssignment>(
+        &nc,
+        &swarm_common::subjects::work("general", &id, "use"),
+    )
+    .await;
+    assert_eq!(use_[0].body.context[0].task_id, "archive");
 }

@@ -56,7 +56,8 @@ pub(super) async fn run(
     mut rx: mpsc::UnboundedReceiver<jetstream::Message>,
 ) -> String {
     let epoch = ctx.pin_epoch.load(Ordering::SeqCst);
-    let config = DriverConfig::new(ctx.agent_id.as_str(), ctx.ack_wait);
+    let mut config = DriverConfig::new(ctx.agent_id.as_str(), ctx.ack_wait);
+    config.replan = ctx.reviewer.is_some();
     let mut swarm = Swarm {
         driver: Driver::new(swarm_id.as_str(), epoch, config),
         swarm_id,

@@ -221,6 +221,7 @@ fn incoming(
                 seq,
                 submission: Box::new(env.body),
                 review: Vec::new(),
+                replan: false,
             })))
         }
         Some(Subject::Error { .. }) => {
@@ -266,6 +267,29 @@ fn incoming(
             }
             Ok(Some(Incoming::Event(Event::Ask {
                 request: Box::new(env.body),
+            })))
+        }
+        Some(Subject::Replan { task_id, .. }) => {
+            let env = wire::decode::<swarm_common::replan::Replan>(headers, &msg.payload)?;
+            check_swarm(&env.swarm_id)?;
+            let r = &env.body;
+            if r.task_id != task_id {
+                return Err(ErrorBody::new(
+                    ErrorCode::ValidationFailed,
+                    format!(
+                        "replan of task {:?} sent on the subject of task {task_id:?}",
+                        r.task_id
+                    ),
+                ));
+            }
+            // Only a manager may add tasks: the token is one no
+            // assignment carries.
+            let purpose = swarm_common::replan::replan_token_task(task_id);
+            if !key.verify(&r.token, swarm_id, &purpose, r.attempt, r.revision) {
+                return Err(forged(task_id, r.attempt, r.revision));
+            }
+            Ok(Some(Incoming::Event(Event::Replan {
+                replan: Box::new(env.body),
             })))
         }
         Some(Subject::Control { .. }) => {

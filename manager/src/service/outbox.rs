@@ -253,6 +253,10 @@ pub(super) async fn publish_report(
                     None => s.summary,
                 };
                 report.insights = s.insights;
+                // The graph's changes are facts, kept whatever the model wrote.
+                report
+                    .insights
+                    .extend(crate::report::change_insights(state));
                 let m = &mut report.metrics;
                 *m.entry("input_tokens".into()).or_insert(0.0) += s.usage.input_tokens as f64;
                 *m.entry("output_tokens".into()).or_insert(0.0) += s.usage.output_tokens as f64;
