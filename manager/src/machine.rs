@@ -778,26 +778,7 @@ fn on_replan(
             *state.metrics.entry(key.to_string()).or_insert(0.0) += v;
         }
     }
-    let checked = {
-        let existing: HashSet<&str> = state
-            .tasks
-            .iter()
-            .map(|t| t.definition.task_id.as_str())
-            .collect();
-        let personas: HashSet<&str> = state
-            .workers
-            .iter()
-            .map(|w| w.name.as_str())
-            .chain(state.sub_managers.iter().map(|s| s.name.as_str()))
-            .collect();
-        swarm_common::replan::check_added(
-            &existing,
-            &personas,
-            &replan.tasks,
-            replan.replaces.as_deref(),
-            &state.limits,
-        )
-    };
+    let checked = check_added(state, &replan.tasks, replan.replaces.as_deref());
     let mut change = swarm_common::replan::GraphChange {
         after: replan.task_id.clone(),
         at: now,
@@ -840,6 +821,28 @@ fn on_replan(
     state.changes.push(change);
     cascade_cancel(state, now);
     true
+}
+
+/// Whether `tasks` may join the swarm's graph, `replaces` standing in for a
+/// failed task ([`swarm_common::replan::check_added`], with the swarm's
+/// tasks and personas).
+pub fn check_added(
+    state: &SwarmState,
+    tasks: &[swarm_common::TaskDefinition],
+    replaces: Option<&str>,
+) -> Result<(), ErrorBody> {
+    let existing: HashSet<&str> = state
+        .tasks
+        .iter()
+        .map(|t| t.definition.task_id.as_str())
+        .collect();
+    let personas: HashSet<&str> = state
+        .workers
+        .iter()
+        .map(|w| w.name.as_str())
+        .chain(state.sub_managers.iter().map(|s| s.name.as_str()))
+        .collect();
+    swarm_common::replan::check_added(&existing, &personas, tasks, replaces, &state.limits)
 }
 
 /// Records each task's fallback in the fallback's state (`fallback_for`).

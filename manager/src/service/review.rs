@@ -10,8 +10,6 @@
 //! outside its compare-and-swap rounds, so a lost race does not pay twice;
 //! the verdicts travel with each result into [`crate::machine::apply`].
 
-use std::collections::HashSet;
-
 use chrono::Utc;
 use swarm_agent::gates::GateChain;
 use swarm_agent::review::{
@@ -174,20 +172,8 @@ async fn replan_if_failing(
         failed_description: failed.definition.description.clone(),
         failed_error: failed.error.clone().unwrap_or_default(),
     };
-    let existing: HashSet<&str> = state
-        .tasks
-        .iter()
-        .map(|t| t.definition.task_id.as_str())
-        .collect();
-    let personas: HashSet<&str> = state
-        .workers
-        .iter()
-        .map(|w| w.name.as_str())
-        .chain(state.sub_managers.iter().map(|s| s.name.as_str()))
-        .collect();
     let check = |tasks: &[swarm_common::TaskDefinition], replaces: Option<&str>| {
-        replan::check_added(&existing, &personas, tasks, replaces, &state.limits)
-            .map_err(|e| e.message)
+        machine::check_added(state, tasks, replaces).map_err(|e| e.message)
     };
     let mut body = Replan {
         task_id: task_id.to_string(),
