@@ -29,6 +29,22 @@ mod schema {
         /// What the finished mission must show.
         #[serde(default)]
         success_criteria: Vec<String>,
+        /// Sub-managers: a large, separable part of the mission assigned to
+        /// one runs as a swarm of its own, planned when it starts. Leave
+        /// empty unless a part is large enough to need a team of its own.
+        #[serde(default)]
+        sub_managers: Vec<SubManager>,
+    }
+
+    /// A sub-manager persona: each task assigned to it runs as a child
+    /// swarm, its description the child's mission.
+    #[derive(Deserialize, JsonSchema)]
+    #[schemars(deny_unknown_fields)]
+    pub(super) struct SubManager {
+        /// A unique name among workers and sub-managers, such as `research-lead`.
+        name: String,
+        /// What part of the mission it is responsible for.
+        role: String,
     }
 
     /// A worker persona.
@@ -63,6 +79,20 @@ mod schema {
         /// Ids of tasks whose results it needs; they run first.
         #[serde(default)]
         dependencies: Vec<String>,
+        /// Run only if this holds once the dependencies have ended (on their
+        /// status, or a JSON pointer into a dependency's JSON result);
+        /// otherwise the task is skipped. It may name only its own dependencies.
+        #[serde(default)]
+        condition: Option<swarm_common::condition::Condition>,
+        /// Fan out over a JSON array a dependency produces: one copy of this
+        /// task per item, with `{{item}}` and `{{index}}` in the description
+        /// replaced; `over.task` must be one of its dependencies.
+        #[serde(default)]
+        map: Option<swarm_common::map::MapSpec>,
+        /// The id of another task of the plan to run in this one's place if
+        /// it fails; that task runs only then.
+        #[serde(default)]
+        on_failure: Option<String>,
     }
 }
 
@@ -89,6 +119,7 @@ fn check_plan_reply(
     reply: &str,
     tool_names: &[String],
     limits: &Limits,
+    depth: u32,
 ) -> Result<SwarmDeploymentPlan, String> {
     let value: serde_json::Value = serde_json::from_str(json_of(reply))
         .map_err(|e| format!("the reply is not a JSON object: {e}"))?;
@@ -106,7 +137,7 @@ fn check_plan_reply(
     if plan.tasks.is_empty() {
         return Err("the plan has no tasks".to_string());
     }
-    swarm_common::validate::validate_plan(&plan, limits).map_err(|e| e.message)?;
+    swarm_common::validate::validate_plan_at(&plan, limits, depth).map_err(|e| e.message)?;
     let unknown: Vec<String> = plan
         .workers
         .iter()
@@ -127,16 +158,28 @@ fn check_plan_reply(
     Ok(plan)
 }
 
-fn planning_prompt(tool_names: &[String], limits: &Limits) -> String {
+fn planning_prompt(tool_names: &[String], limits: &Limits, depth: u32) -> String {
     let schema = serde_json::to_string_pretty(&plan_schema()).unwrap_or_default();
+    let sub_managers = if depth < limits.max_swarm_depth {
+        format!(
+            "- a large part of the mission that needs a team of its own may go to a sub-manager \
+             (at most {} such tasks); each task assigned to one is planned and run as a swarm of \
+             its own;\n",
+            limits.max_child_swarms
+        )
+    } else {
+        "- sub_managers must stay empty: this swarm may not have child swarms;\n".to_string()
+    };
     format!(
         "You are the planner of a Swarm: you design a team of worker agents and a graph of \
          tasks that together achieve a mission.\n\n\
          Reply with one JSON object and nothing else, matching this JSON schema:\n{schema}\n\n\
          Rules:\n\
          - at most {} workers and {} tasks; each system prompt and task description at most {} bytes;\n\
-         - every task is assigned to a worker of the plan by name, and depends only on tasks of the plan, without cycles;\n\
+         - every task is assigned to a worker (or sub-manager) of the plan by name, and depends only on tasks of the plan, without cycles;\n\
          - task ids are letters, digits, '-' and '_';\n\
+         - use a condition when a task should run only if an earlier result says so, a map to handle each item of a list an earlier task produces, and on_failure to name a task that tries another way if one fails;\n\
+         {sub_managers}\
          - workers may use only these tools: {}.",
         limits.max_workers,
         limits.max_tasks,
@@ -160,9 +203,23 @@ pub async fn plan_with_provider(
     limits: &Limits,
     max_attempts: u32,
 ) -> Result<SwarmDeploymentPlan, ErrorBody> {
+    plan_with_provider_at(provider, mission, tool_names, limits, 0, max_attempts).await
+}
+
+/// [`plan_with_provider`] for a swarm `depth` levels below a mission's own
+/// (a child swarm's): sub-managers are offered only while child swarms may
+/// nest deeper.
+pub async fn plan_with_provider_at(
+    provider: &dyn Provider,
+    mission: &str,
+    tool_names: &[String],
+    limits: &Limits,
+    depth: u32,
+    max_attempts: u32,
+) -> Result<SwarmDeploymentPlan, ErrorBody> {
     let max_attempts = max_attempts.max(1);
     let mut messages = vec![
-        ChatMessage::system(planning_prompt(tool_names, limits)),
+        ChatMessage::system(planning_prompt(tool_names, limits, depth)),
         ChatMessage::user(format!("The mission:\n{mission}")),
     ];
     let mut last_problem = String::new();
@@ -186,7 +243,7 @@ pub async fn plan_with_provider(
                 body.retriable = e.retriable();
                 body
             })?;
-        match check_plan_reply(&response.content, tool_names, limits) {
+        match check_plan_reply(&response.content, tool_names, limits, depth) {
             Ok(mut plan) => {
                 plan.planner = provider.name().to_string();
                 return Ok(plan);
@@ -241,8 +298,30 @@ mod tests {
         let mut task = plan.tasks[0].clone();
         task.priority = Some(1);
         task.max_result_bytes = Some(1);
+        task.condition = Some(
+            serde_json::from_value(
+                serde_json::json!({"when": {"task": "x", "status": "completed"}}),
+            )
+            .unwrap(),
+        );
+        task.map = Some(
+            serde_json::from_value(
+                serde_json::json!({"over": {"task": "x", "pointer": ""}, "concurrency": 1}),
+            )
+            .unwrap(),
+        );
+        task.on_failure = Some("y".into());
+        let mut with_sub = plan.clone();
+        with_sub.sub_managers = vec![swarm_common::hierarchy::SubManagerPlan {
+            name: "lead".into(),
+            role: "leads".into(),
+            plan: None,
+        }];
         let defs = &schema["$defs"];
-        assert!(props(&schema).is_subset(&keys(serde_json::to_value(&plan).unwrap())));
+        assert!(props(&schema).is_subset(&keys(serde_json::to_value(&with_sub).unwrap())));
+        assert!(props(&defs["SubManager"]).is_subset(&keys(
+            serde_json::to_value(&with_sub.sub_managers[0]).unwrap()
+        )));
         assert!(
             props(&defs["Worker"])
                 .is_subset(&keys(serde_json::to_value(&plan.workers[0]).unwrap()))
@@ -257,7 +336,41 @@ mod tests {
             w.as_object_mut().unwrap().remove("pool");
         }
         let reply = value.to_string();
-        let checked = check_plan_reply(&reply, &tools(), &Limits::default()).unwrap();
+        let checked = check_plan_reply(&reply, &tools(), &Limits::default(), 0).unwrap();
         assert_eq!(checked.tasks, plan.tasks);
+    }
+
+    #[test]
+    fn a_models_plan_may_grow_its_graph_and_hand_parts_to_sub_managers() {
+        let reply = serde_json::json!({
+            "manager_directive": "List, handle each, fall back, and delegate the survey.",
+            "workers": [{"name": "w", "role": "does", "system_prompt": "Do.", "tools": []}],
+            "sub_managers": [{"name": "survey-lead", "role": "runs the survey"}],
+            "tasks": [
+                {"task_id": "list", "title": "List", "description": "List the files.", "assigned_to": "w",
+                 "on_failure": "guess"},
+                {"task_id": "guess", "title": "Guess", "description": "Guess the files.", "assigned_to": "w"},
+                {"task_id": "each", "title": "Each", "description": "Handle {{item}}.", "assigned_to": "w",
+                 "dependencies": ["list"], "map": {"over": {"task": "list", "pointer": "/files"}, "concurrency": 4}},
+                {"task_id": "check", "title": "Check", "description": "Check.", "assigned_to": "w",
+                 "dependencies": ["each"], "condition": {"when": {"task": "each", "status": "completed"}}},
+                {"task_id": "survey", "title": "Survey", "description": "Survey the field.",
+                 "assigned_to": "survey-lead"}
+            ]
+        })
+        .to_string();
+        let plan = check_plan_reply(&reply, &tools(), &Limits::default(), 0).unwrap();
+        assert_eq!(plan.sub_managers[0].name, "survey-lead");
+        assert!(
+            plan.sub_managers[0].plan.is_none(),
+            "the boss plans it when it starts"
+        );
+        assert_eq!(plan.tasks[0].on_failure.as_deref(), Some("guess"));
+        assert!(plan.tasks[2].map.is_some() && plan.tasks[3].condition.is_some());
+        // A swarm as deep as child swarms may nest may not have sub-managers.
+        let deepest = Limits::default().max_swarm_depth;
+        let e = check_plan_reply(&reply, &tools(), &Limits::default(), deepest).unwrap_err();
+        assert!(e.contains("child swarms may nest"), "{e}");
+        assert!(planning_prompt(&tools(), &Limits::default(), deepest).contains("must stay empty"));
     }
 }

@@ -99,11 +99,12 @@ impl Planner {
             Some(p) => explicit_plan(p),
             None => match &self.provider {
                 Some(provider) => {
-                    match swarm_agent::planner::plan_with_provider(
+                    match swarm_agent::planner::plan_with_provider_at(
                         provider.as_ref(),
                         &request.mission,
                         &self.tool_names,
                         &self.limits,
+                        record.parent.as_ref().map_or(0, |p| p.depth),
                         3,
                     )
                     .await
