@@ -223,10 +223,60 @@ pub fn results_to_read(a: &TaskAssignment) -> Vec<u64> {
         .collect()
 }
 
+/// Most bytes of dependencies' results one task is given as context: a
+/// reduce after a map of a thousand children would otherwise hand the model
+/// every child's whole result at once.
+pub const MAX_CONTEXT_BYTES: usize = 256 * 1024;
+
 /// The task's context: each dependency's result, the one `a` carries or
-/// the next of `read` (those of [`results_to_read`], in order). `None` if
-/// `read` runs out.
+/// the next of `read` (those of [`results_to_read`], in order), within
+/// [`MAX_CONTEXT_BYTES`] ([`bound_context`]). `None` if `read` runs out.
 pub fn context(
+    a: &TaskAssignment,
+    read: impl IntoIterator<Item = String>,
+) -> Option<Vec<ContextItem>> {
+    let mut items = whole_context(a, read)?;
+    bound_context(&mut items, MAX_CONTEXT_BYTES);
+    Some(items)
+}
+
+/// Cuts the results in `items` so that together they take at most `max`
+/// bytes: results smaller than an even share stay whole, and the others
+/// share what is left evenly, each cut at a character boundary and ending
+/// with a note of how much was left out (the whole result stays in the
+/// stream). Nothing changes when they fit.
+pub fn bound_context(items: &mut [ContextItem], max: usize) {
+    let total: usize = items.iter().map(|c| c.result.len()).sum();
+    if total <= max || items.is_empty() {
+        return;
+    }
+    let mut sizes: Vec<usize> = items.iter().map(|c| c.result.len()).collect();
+    sizes.sort_unstable();
+    // The largest share such that the results under it, whole, and the
+    // others at the share, fit in `max`.
+    let mut left = max;
+    let mut share = max / items.len();
+    for (k, size) in sizes.iter().enumerate() {
+        let rest = items.len() - k;
+        share = left / rest;
+        if *size > share {
+            break;
+        }
+        left -= size;
+    }
+    for c in items.iter_mut().filter(|c| c.result.len() > share) {
+        let whole = c.result.len();
+        let note = format!("\n[cut: {share} of {whole} bytes shown]");
+        let mut cut = share.saturating_sub(note.len()).min(whole);
+        while !c.result.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        c.result.truncate(cut);
+        c.result.push_str(&note);
+    }
+}
+
+fn whole_context(
     a: &TaskAssignment,
     read: impl IntoIterator<Item = String>,
 ) -> Option<Vec<ContextItem>> {
@@ -900,5 +950,42 @@ mod tests {
         let stop = stopped("t1");
         assert_eq!((stop.status, stop.pct), (TaskStatus::Cancelled, 100));
         assert_eq!(started("t1", "w1").message, "t1 started on w1");
+    }
+
+    #[test]
+    fn a_context_too_large_is_cut_to_fair_shares_and_says_so() {
+        let item = |id: &str, n: usize| ContextItem {
+            task_id: id.into(),
+            title: id.into(),
+            result: "é".repeat(n / 2),
+        };
+        let mut small = vec![item("a", 100), item("b", 100)];
+        bound_context(&mut small, 1000);
+        assert_eq!(small[0].result.len(), 100, "what fits is untouched");
+
+        let mut items = vec![item("small", 100), item("big", 5000), item("bigger", 9000)];
+        bound_context(&mut items, 2100);
+        assert_eq!(
+            items[0].result.len(),
+            100,
+            "a result under its share stays whole"
+        );
+        for c in &items[1..] {
+            assert!(c.result.len() <= 1000, "{}", c.result.len());
+            assert!(
+                c.result.ends_with("bytes shown]"),
+                "{}",
+                &c.result[c.result.len() - 40..]
+            );
+        }
+        let total: usize = items.iter().map(|c| c.result.len()).sum();
+        assert!(total <= 2100, "{total}");
+
+        let mut many: Vec<ContextItem> = (0..1000)
+            .map(|k| item(&format!("c{k}"), 64 * 1024))
+            .collect();
+        bound_context(&mut many, MAX_CONTEXT_BYTES);
+        let total: usize = many.iter().map(|c| c.result.len()).sum();
+        assert!(total <= MAX_CONTEXT_BYTES, "{total}");
     }
 }
