@@ -243,12 +243,15 @@ pub struct ReplanRequest {
     /// The graph as it stands, one line per task (id, status, title, and
     /// the start of its result or its error).
     pub tasks: Vec<String>,
-    /// The task that failed.
+    /// The task that failed; empty when every task completed and the model
+    /// judges whether the mission needs more against `criteria`.
     pub failed_task: String,
     /// What it was asked to do.
     pub failed_description: String,
     /// Why it failed.
     pub failed_error: String,
+    /// What the finished mission must show (the plan's success criteria).
+    pub criteria: Vec<String>,
 }
 
 /// The tasks a model adds after a failure.
@@ -296,27 +299,55 @@ pub async fn replan_with_provider(
     request: &ReplanRequest,
     check: impl Fn(&[swarm_common::TaskDefinition], Option<&str>) -> Result<(), String>,
 ) -> Result<ReplanAnswer, ErrorBody> {
-    let system = "You are the manager of a Swarm mission. One of its tasks has failed for good. \
-                  You may add tasks to the running task graph so that the mission can still \
-                  succeed: for example a task that reaches the same goal another way. Reply with \
-                  one JSON object and nothing else: {\"reason\": \"why these tasks (or why none)\", \
-                  \"tasks\": [{\"task_id\": \"...\", \"title\": \"...\", \"description\": \"...\", \
-                  \"assigned_to\": \"<a persona's name>\", \"dependencies\": [\"<task ids>\"]}], \
-                  \"replaces\": \"<the id of the added task whose result the tasks after the \
-                  failed one should use>\"}. Task ids are new, of letters, digits, '-' and '_'; \
-                  dependencies name tasks of the graph or added tasks. Reply with \"tasks\": [] \
-                  when no task can help.";
-    let user = format!(
+    let reply_shape = "Reply with one JSON object and nothing else: {\"reason\": \"why these \
+                       tasks (or why none)\", \"tasks\": [{\"task_id\": \"...\", \"title\": \
+                       \"...\", \"description\": \"...\", \"assigned_to\": \"<a persona's \
+                       name>\", \"dependencies\": [\"<task ids>\"]}], \"replaces\": \"<the id \
+                       of the added task whose result the tasks after the failed one should \
+                       use>\"}. Task ids are new, of letters, digits, '-' and '_'; dependencies \
+                       name tasks of the graph or added tasks.";
+    let context = format!(
         "The mission:\n{}\n\nThe manager's directive:\n{}\n\nThe personas:\n{}\n\nThe tasks so \
-         far:\n{}\n\nThe task that failed: {}\nIt was asked to: {}\nIt failed because: {}",
+         far:\n{}",
         shorten(&request.mission, 8 * 1024),
         shorten(&request.directive, 4 * 1024),
         request.personas.join("\n"),
         request.tasks.join("\n"),
-        request.failed_task,
-        shorten(&request.failed_description, 8 * 1024),
-        shorten(&request.failed_error, 4 * 1024),
     );
+    let (system, user) = if request.failed_task.is_empty() {
+        (
+            format!(
+                "You are the manager of a Swarm mission. Every one of its tasks has completed. \
+                 Judge whether the results meet the mission and its success criteria; if more \
+                 work is needed, you may add tasks to the task graph. {reply_shape} Leave out \
+                 \"replaces\". Reply with \"tasks\": [] when the mission needs nothing more."
+            ),
+            format!(
+                "{context}\n\nThe success criteria:\n{}",
+                request
+                    .criteria
+                    .iter()
+                    .map(|c| format!("- {c}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ),
+        )
+    } else {
+        (
+            format!(
+                "You are the manager of a Swarm mission. One of its tasks has failed for good. \
+                 You may add tasks to the running task graph so that the mission can still \
+                 succeed: for example a task that reaches the same goal another way. \
+                 {reply_shape} Reply with \"tasks\": [] when no task can help."
+            ),
+            format!(
+                "{context}\n\nThe task that failed: {}\nIt was asked to: {}\nIt failed because: {}",
+                request.failed_task,
+                shorten(&request.failed_description, 8 * 1024),
+                shorten(&request.failed_error, 4 * 1024),
+            ),
+        )
+    };
     let mut messages = vec![ChatMessage::system(system), ChatMessage::user(user)];
     let mut usage = Usage::default();
     let mut cost_usd = 0.0;

@@ -189,6 +189,7 @@ mod tests {
     fn state(tasks: Vec<TaskState>) -> SwarmState {
         let now = chrono::Utc::now();
         SwarmState {
+            success_criteria: Vec::new(),
             changes: Vec::new(),
             replan: false,
             parent: None,

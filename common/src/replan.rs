@@ -2,8 +2,10 @@
 //! fails for good.
 //!
 //! With a model configured, a manager that is about to apply a result that
-//! fails its task for good (and the task has no fallback of its own) asks
-//! the model for more tasks, and publishes the answer as a [`Replan`] on
+//! fails its task for good (and the task has no fallback of its own), or
+//! one that completes the last task of a swarm whose plan has success
+//! criteria (the model judges whether the mission needs more), asks the
+//! model for more tasks, and publishes the answer as a [`Replan`] on
 //! `a2ap.<swarm>.replan.<task>` (deduplication id [`replan_msg_id`]) before
 //! it applies the result, which then holds the failed task's dependents
 //! (`TaskState::replanning`). The `Replan`, applied in its turn, adds the
@@ -82,6 +84,10 @@ pub struct GraphChange {
     /// Why the model's tasks were not added, when they were not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// It came from the review of a mission whose tasks had all completed
+    /// (`after` is the last of them), not from a failure.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub review: bool,
 }
 
 /// The deduplication id of the replan of one failed version of a task.

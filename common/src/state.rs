@@ -192,6 +192,9 @@ pub struct SwarmState {
     /// (a manager with a model deployed the swarm; [`crate::replan`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replan: bool,
+    /// What the finished mission must show (the plan's success criteria).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub success_criteria: Vec<String>,
     /// The changes replans made to the graph, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<crate::replan::GraphChange>,

@@ -288,6 +288,7 @@ fn control() -> Control {
 
 fn swarm_state() -> SwarmState {
     SwarmState {
+        success_criteria: Vec::new(),
         changes: Vec::new(),
         replan: false,
         parent: None,

@@ -117,6 +117,7 @@ pub fn deploy(
     now: DateTime<Utc>,
 ) -> (Indexed, Vec<Command>) {
     let mut state = Indexed::new(SwarmState {
+        success_criteria: d.plan.success_criteria.clone(),
         changes: Vec::new(),
         replan: false,
         swarm_id: swarm_id.to_string(),
@@ -227,9 +228,16 @@ pub fn apply(state: &mut Indexed, seq: u64, event: &Event, now: DateTime<Utc>) -
             }
             let changed = on_result(state, *rseq, submission, review, now, &mut commands);
             if let Some(i) = i
+                && state.tasks[i].replanning
                 && state.tasks[i].status != TaskStatus::Failed
             {
-                state.tasks[i].replanning = false;
+                // Completed: the replan is the mission's review, and holds
+                // the swarm's end only if this was the last task to end.
+                let last = state.tasks.iter().all(|t| t.status.is_terminal());
+                state.tasks[i].replanning = last && state.tasks[i].status == TaskStatus::Completed;
+                if state.tasks[i].replanning {
+                    *state.metrics.entry("replans".into()).or_insert(0.0) += 1.0;
+                }
             }
             changed
         }
@@ -779,6 +787,7 @@ fn on_replan(
         }
     }
     let checked = check_added(state, &replan.tasks, replan.replaces.as_deref());
+    let review = state.tasks[i].status == TaskStatus::Completed;
     let mut change = swarm_common::replan::GraphChange {
         after: replan.task_id.clone(),
         at: now,
@@ -787,6 +796,7 @@ fn on_replan(
         reason: replan.reason.clone(),
         model: replan.model.clone(),
         refused: None,
+        review,
     };
     match checked {
         Err(e) => change.refused = Some(e.message),
@@ -808,7 +818,7 @@ fn on_replan(
             }
             // The new tasks change the graph the index was built on.
             state.index = TaskIndex::default();
-            if let Some(r) = &replan.replaces
+            if let Some(r) = replan.replaces.as_ref().filter(|_| !review)
                 && let Some(f) = state.position(r)
             {
                 state.tasks[i].definition.on_failure = Some(r.clone());

@@ -184,19 +184,22 @@ fn summary(state: &SwarmState, completed_at: DateTime<Utc>) -> String {
 pub fn change_insights(state: &SwarmState) -> Vec<String> {
     let mut out = Vec::new();
     for c in &state.changes {
-        out.push(match (&c.refused, c.added.is_empty()) {
-            (Some(why), _) => format!(
-                "after {} failed, the tasks of the manager's model ({}) were refused: {why}",
+        let who = if c.review {
+            format!(
+                "reviewing the finished mission (its last task {}), the manager's model ({})",
                 c.after, c.model
-            ),
-            (None, true) => format!(
-                "after {} failed, the manager's model ({}) added no tasks: {}",
-                c.after, c.model, c.reason
-            ),
+            )
+        } else {
+            format!(
+                "after {} failed, the manager's model ({})",
+                c.after, c.model
+            )
+        };
+        out.push(match (&c.refused, c.added.is_empty()) {
+            (Some(why), _) => format!("{who} gave tasks that were refused: {why}"),
+            (None, true) => format!("{who} added no tasks: {}", c.reason),
             (None, false) => format!(
-                "after {} failed, the manager's model ({}) added {}{}: {}",
-                c.after,
-                c.model,
+                "{who} added {}{}: {}",
                 c.added.join(", "),
                 c.replaces
                     .as_ref()

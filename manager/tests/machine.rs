@@ -1591,3 +1591,73 @@ fn a_result_sent_with_a_replan_holds_nothing_when_the_swarm_may_not_grow() {
     assert!(!state.task("t").unwrap().replanning);
     assert_eq!(state.status, SwarmStatus::Failed);
 }
+
+#[test]
+fn the_review_of_a_finished_mission_may_add_tasks_before_it_completes() {
+    let mut d = deployment(vec![task("t", &[])]);
+    d.plan.success_criteria = vec!["the answer is checked".into()];
+    let (mut state, _) = machine::deploy("s1", &d, 1, now());
+    state.replan = true;
+    let last = |state: &mut Indexed, seq, id: &str| {
+        machine::apply(
+            state,
+            seq,
+            &Event::Result {
+                seq,
+                submission: Box::new(result(id, 1, 0, "done")),
+                review: vec![],
+                replan: true,
+            },
+            now(),
+        )
+    };
+    last(&mut state, 2, "t");
+    assert_eq!(status(&state, "t"), TaskStatus::Completed);
+    assert_eq!(
+        state.status,
+        SwarmStatus::Running,
+        "the end waits for the review"
+    );
+
+    let mut add = replan_event(vec![task("check", &["t"])], Some("check"));
+    if let Event::Replan { replan } = &mut add {
+        replan.task_id = "t".into();
+    }
+    let applied = machine::apply(&mut state, 3, &add, now());
+    assert_eq!(assigned(&applied.commands), vec![("check".into(), 1, 0)]);
+    assert!(state.changes[0].review);
+    assert_eq!(
+        state.changes[0].replaces, None,
+        "nothing failed to stand in for"
+    );
+
+    // The last task again: a second review, which adds nothing.
+    last(&mut state, 4, "check");
+    assert_eq!(state.status, SwarmStatus::Running);
+    let mut none = replan_event(vec![], None);
+    if let Event::Replan { replan } = &mut none {
+        replan.task_id = "check".into();
+    }
+    machine::apply(&mut state, 5, &none, now());
+    assert_eq!(state.status, SwarmStatus::Completed);
+    assert_eq!(state.changes.len(), 2);
+}
+
+#[test]
+fn with_no_replans_left_a_finished_mission_completes_at_once() {
+    let (mut state, _) = machine::deploy("s1", &deployment(vec![task("t", &[])]), 1, now());
+    state.replan = true;
+    state.limits.max_replans = 0;
+    machine::apply(
+        &mut state,
+        2,
+        &Event::Result {
+            seq: 2,
+            submission: Box::new(result("t", 1, 0, "done")),
+            review: vec![],
+            replan: true,
+        },
+        now(),
+    );
+    assert_eq!(state.status, SwarmStatus::Completed);
+}

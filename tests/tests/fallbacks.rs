@@ -182,3 +182,102 @@ async fn the_managers_model_adds_tasks_when_one_fails_and_they_complete_the_miss
     .await;
     assert_eq!(use_[0].body.context[0].task_id, "archive");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_review_of_a_finished_mission_adds_the_work_its_criteria_still_need() {
+    let llm = MockLlm::start().await;
+    let check = common::echo("checked against the source");
+    llm.add(
+        Rule::new(
+            "mission review",
+            Match::new().system_contains("Every one of its tasks has completed"),
+        )
+        .reply(Reply::json_text(&json!({
+            "reason": "The criteria ask for a check, and none was made.",
+            "tasks": [{
+                "task_id": "check",
+                "title": "Check the answer",
+                "description": check,
+                "assigned_to": "w",
+                "dependencies": ["answer"],
+            }],
+        })))
+        .then_always(Reply::json_text(
+            &json!({"reason": "Checked; nothing more.", "tasks": []}),
+        )),
+    );
+    llm.add(
+        Rule::new(
+            "reviewer",
+            Match::new().system_contains("reviewing a worker's result"),
+        )
+        .then_always(Reply::json_text(&json!({"approved": true, "feedback": ""}))),
+    );
+    llm.add(
+        Rule::new(
+            "summarizer",
+            Match::new().system_contains("final report of a Swarm mission"),
+        )
+        .then_always(Reply::json_text(
+            &json!({"summary": "Answered and checked.", "insights": []}),
+        )),
+    );
+    let ws = tempfile::tempdir().unwrap();
+    let mut builder = Cluster::builder()
+        .bosses(1)
+        .managers(1)
+        .workers(1)
+        .workspace(ws.path());
+    for (k, v) in llm.openai_env("gpt-4o-mini") {
+        builder = builder.env(
+            if k == "SWARM_PROVIDER" {
+                "SWARM_MANAGER_PROVIDER".into()
+            } else {
+                k
+            },
+            v,
+        );
+    }
+    let cluster = builder.start().await.expect("the cluster starts");
+    let nc = cluster.client().await;
+    let mut mission = common::mission(
+        "answer, checked",
+        vec![common::task("answer", &common::echo("42"), &[])],
+    );
+    mission.plan.as_mut().unwrap().success_criteria = vec!["the answer is checked".into()];
+    let id = common::submit(&nc, &mission).await;
+    let report = common::final_report(&cluster, &nc, &id, 120).await;
+
+    assert_eq!(
+        report.overall_status,
+        SwarmStatus::Completed,
+        "{report:#?}\n{}",
+        llm.describe_requests()
+    );
+    assert_eq!(
+        common::outcome(&report, "check").result,
+        "checked against the source"
+    );
+    assert_eq!(
+        llm.requests_for("mission review").len(),
+        2,
+        "reviewed after each last task"
+    );
+    assert!(
+        llm.requests_for("mission review")[0]
+            .last_user_text()
+            .contains("the answer is checked"),
+        "the model is given the criteria"
+    );
+    let state = common::state(&nc, &id).await;
+    assert_eq!(state.changes.len(), 2);
+    assert!(state.changes.iter().all(|c| c.review));
+    assert!(
+        report
+            .insights
+            .iter()
+            .any(|i| i.contains("reviewing the finished mission") && i.contains("added check")),
+        "{:#?}",
+        report.insights
+    );
+}

@@ -129,7 +129,7 @@ async fn replan_if_failing(
         return false;
     };
     let has_fallback = state.tasks[i].definition.on_failure.is_some();
-    if !state.replan || !machine::replans_left(state) || has_fallback {
+    if !state.replan || !machine::replans_left(state) {
         return false;
     }
     let mut probe = state.clone();
@@ -140,13 +140,19 @@ async fn replan_if_failing(
         replan: false,
     };
     machine::apply(&mut probe, seq, &event, Utc::now());
-    let Some(failed) = probe
-        .task(task_id)
-        .filter(|t| t.status == TaskStatus::Failed)
-    else {
+    let Some(after) = probe.task(task_id) else {
         return false;
     };
+    // A failure the plan has no fallback for, or the last task of a
+    // mission with success criteria to judge it by.
+    let failed = after.status == TaskStatus::Failed && !has_fallback;
+    let finished =
+        probe.status == swarm_common::SwarmStatus::Completed && !state.success_criteria.is_empty();
+    if !failed && !finished {
+        return false;
+    }
     let request = ReplanRequest {
+        criteria: state.success_criteria.clone(),
         mission: state.mission.clone(),
         directive: state.manager_directive.clone(),
         personas: state
@@ -168,9 +174,21 @@ async fn replan_if_failing(
                 )
             })
             .collect(),
-        failed_task: task_id.to_string(),
-        failed_description: failed.definition.description.clone(),
-        failed_error: failed.error.clone().unwrap_or_default(),
+        failed_task: if failed {
+            task_id.to_string()
+        } else {
+            String::new()
+        },
+        failed_description: if failed {
+            after.definition.description.clone()
+        } else {
+            String::new()
+        },
+        failed_error: if failed {
+            after.error.clone().unwrap_or_default()
+        } else {
+            String::new()
+        },
     };
     let check = |tasks: &[swarm_common::TaskDefinition], replaces: Option<&str>| {
         machine::check_added(state, tasks, replaces).map_err(|e| e.message)
