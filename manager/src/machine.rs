@@ -164,23 +164,7 @@ pub fn deploy(
         }
     };
     for (def, priority) in tasks.into_iter().zip(prio) {
-        let pool = d
-            .plan
-            .workers
-            .iter()
-            .find(|w| w.name == def.assigned_to)
-            .map(|w| w.pool.clone())
-            .unwrap_or_else(|| {
-                if d.plan
-                    .sub_managers
-                    .iter()
-                    .any(|s| s.name == def.assigned_to)
-                {
-                    SUB_MANAGER_POOL.to_string()
-                } else {
-                    swarm_common::default_pool()
-                }
-            });
+        let pool = pool_of(&state, &def.assigned_to);
         state.tasks.push(TaskState::pending(def, pool, priority));
     }
     mark_fallbacks(&mut state);
@@ -236,7 +220,7 @@ pub fn apply(state: &mut Indexed, seq: u64, event: &Event, now: DateTime<Utc>) -
                 let last = state.tasks.iter().all(|t| t.status.is_terminal());
                 state.tasks[i].replanning = last && state.tasks[i].status == TaskStatus::Completed;
                 if state.tasks[i].replanning {
-                    *state.metrics.entry("replans".into()).or_insert(0.0) += 1.0;
+                    spend_replan(state);
                 }
             }
             changed
@@ -458,11 +442,7 @@ fn on_result(
     task.started_at = Some(sub.started_at);
     task.worker_id = Some(sub.worker_id.clone());
     // What the models cost counts whether or not the result is accepted.
-    for key in ["input_tokens", "output_tokens", "cost_usd"] {
-        if let Some(v) = sub.metrics.get(key).filter(|v| v.is_finite() && **v > 0.0) {
-            *state.metrics.entry(key.to_string()).or_insert(0.0) += v;
-        }
-    }
+    add_usage(state, &sub.metrics);
     let task = &mut state.tasks[i];
     if let Some(d) = sub.metrics.get("deliveries") {
         task.redeliveries += (*d as u32).saturating_sub(1);
@@ -672,7 +652,7 @@ fn on_ask(
     } else {
         None
     };
-    let pool = target.map(|w| w.pool.clone()).unwrap_or_default();
+    let pool = pool_of(state, &r.collaborator);
     let accepted = refused.is_none();
     let asking = &mut state.tasks[i];
     asking.asks.push(AskRecord {
@@ -759,6 +739,34 @@ pub fn replans_left(state: &SwarmState) -> bool {
     used < f64::from(state.limits.max_replans)
 }
 
+/// Counts one replan against [`replans_left`].
+fn spend_replan(state: &mut SwarmState) {
+    *state.metrics.entry("replans".into()).or_insert(0.0) += 1.0;
+}
+
+/// Adds what models cost, as an event reports it (`input_tokens`,
+/// `output_tokens`, `cost_usd`), to the swarm's totals; a value that is not
+/// a positive number is ignored.
+fn add_usage(state: &mut SwarmState, metrics: &std::collections::BTreeMap<String, f64>) {
+    for key in ["input_tokens", "output_tokens", "cost_usd"] {
+        if let Some(v) = metrics.get(key).filter(|v| v.is_finite() && **v > 0.0) {
+            *state.metrics.entry(key.to_string()).or_insert(0.0) += v;
+        }
+    }
+}
+
+/// The pool a persona's tasks go to: a worker persona's own, the
+/// sub-managers' for a sub-manager, else the default pool.
+fn pool_of(state: &SwarmState, persona: &str) -> String {
+    match state.workers.iter().find(|w| w.name == persona) {
+        Some(w) => w.pool.clone(),
+        None if state.sub_managers.iter().any(|s| s.name == persona) => {
+            SUB_MANAGER_POOL.to_string()
+        }
+        None => swarm_common::default_pool(),
+    }
+}
+
 /// Applies the manager's model's tasks for a task that failed for good:
 /// they join the graph (checked like a plan's), the one named `replaces`
 /// becomes the failed task's fallback, and the change is recorded. With no
@@ -777,15 +785,7 @@ fn on_replan(
         return false;
     }
     state.tasks[i].replanning = false;
-    for key in ["input_tokens", "output_tokens", "cost_usd"] {
-        if let Some(v) = replan
-            .metrics
-            .get(key)
-            .filter(|v| v.is_finite() && **v > 0.0)
-        {
-            *state.metrics.entry(key.to_string()).or_insert(0.0) += v;
-        }
-    }
+    add_usage(state, &replan.metrics);
     let checked = check_added(state, &replan.tasks, replan.replaces.as_deref());
     let review = state.tasks[i].status == TaskStatus::Completed;
     let mut change = swarm_common::replan::GraphChange {
@@ -805,12 +805,7 @@ fn on_replan(
             let first = state.tasks.len();
             let priority = state.tasks[i].priority;
             for def in &replan.tasks {
-                let pool = state
-                    .workers
-                    .iter()
-                    .find(|w| w.name == def.assigned_to)
-                    .map(|w| w.pool.clone())
-                    .unwrap_or_else(|| SUB_MANAGER_POOL.to_string());
+                let pool = pool_of(state, &def.assigned_to);
                 change.added.push(def.task_id.clone());
                 state
                     .tasks
@@ -942,8 +937,7 @@ fn failed(state: &mut Indexed, i: usize, now: DateTime<Utc>, commands: &mut Vec<
     if state.tasks[i].replanning {
         // The model's tasks are on their way ([`Event::Replan`]): what
         // depends on this task waits for them.
-        let used = state.metrics.entry("replans".into()).or_insert(0.0);
-        *used += 1.0;
+        spend_replan(state);
         return;
     }
     if let Some(f) = state.tasks[i]

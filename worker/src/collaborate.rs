@@ -143,11 +143,12 @@ impl NatsCollaborator {
 impl Collaborate for NatsCollaborator {
     async fn ask(&self, ask: u32, name: &str, request: &str) -> Result<String, ToolError> {
         let arguments = serde_json::json!({"ask": ask, "name": name, "request": request});
-        journal::journaled(
-            ASK_COLLABORATOR,
-            arguments,
-            self.ask_and_wait(ask, name, request),
-        )
-        .await
+        let asked = async {
+            Ok(self
+                .ask_and_wait(ask, name, request)
+                .await?
+                .map_err(ToolError::Failed))
+        };
+        journal::journaled(ASK_COLLABORATOR, arguments, asked).await
     }
 }

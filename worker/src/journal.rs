@@ -181,19 +181,20 @@ pub async fn with_journal<F: std::future::Future>(journal: Arc<Journal>, f: F) -
 /// Runs `call`, a step named `name` with `arguments`, through the journal
 /// of the task whose scope this is ([`with_journal`]): replayed if an
 /// earlier run recorded it, else run and its outcome recorded before it is
-/// returned. `call` answers `Ok` with what the step decided (a text, or why
-/// there is none), which is recorded; or `Err` when it could not decide
-/// (the broker failed), which is not, so a redelivery runs it again.
+/// returned. `call` answers `Ok` with the step's outcome (its text, or the
+/// error it ended with), which is recorded; or `Err` when it could not run
+/// at all (the broker failed), which is not, so a redelivery runs it again.
+/// Outside a task's scope the call is made as it is.
 pub(crate) async fn journaled<F>(
     name: &str,
     arguments: serde_json::Value,
     call: F,
 ) -> Result<String, ToolError>
 where
-    F: std::future::Future<Output = Result<Result<String, String>, ToolError>>,
+    F: std::future::Future<Output = Result<Result<String, ToolError>, ToolError>>,
 {
     let Ok(journal) = JOURNAL.try_with(Arc::clone) else {
-        return call.await?.map_err(ToolError::Failed);
+        return call.await?;
     };
     let same = |e: &Entry| matches!(e, Entry::Tool { name: n, arguments: a, .. } if n == name && *a == arguments);
     if let Some(Entry::Tool { output, .. }) = journal.replay(same).await {
@@ -203,13 +204,16 @@ where
     let entry = Entry::Tool {
         name: name.to_string(),
         arguments,
-        output: output.clone(),
+        output: match &output {
+            Ok(text) => Ok(text.clone()),
+            Err(e) => Err(e.to_string()),
+        },
     };
     journal
         .record(&entry)
         .await
         .map_err(|e| ToolError::Failed(format!("cannot journal the step: {e:#}")))?;
-    output.map_err(ToolError::Failed)
+    output
 }
 
 /// A tool with side effects whose results are journaled and replayed, in
@@ -234,30 +238,8 @@ impl Tool for JournaledTool {
         ctx: &ToolContext,
         arguments: serde_json::Value,
     ) -> Result<String, ToolError> {
-        // Outside a task's scope there is nothing to journal to: the call
-        // is made as it is (the worker always runs its agent loops in one).
-        let Ok(journal) = JOURNAL.try_with(Arc::clone) else {
-            return self.inner.call_in(ctx, arguments).await;
-        };
-        let name = self.name.clone();
-        let same = |e: &Entry| matches!(e, Entry::Tool { name: n, arguments: a, .. } if *n == name && *a == arguments);
-        if let Some(Entry::Tool { output, .. }) = journal.replay(same).await {
-            return output.map_err(ToolError::Failed);
-        }
-        let output = self.inner.call_in(ctx, arguments.clone()).await;
-        let entry = Entry::Tool {
-            name,
-            arguments,
-            output: match &output {
-                Ok(text) => Ok(text.clone()),
-                Err(e) => Err(e.to_string()),
-            },
-        };
-        journal
-            .record(&entry)
-            .await
-            .map_err(|e| ToolError::Failed(format!("cannot journal the tool's result: {e:#}")))?;
-        output
+        let call = self.inner.call_in(ctx, arguments.clone());
+        journaled(&self.name, arguments, async { Ok(call.await) }).await
     }
 }
 

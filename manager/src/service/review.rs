@@ -128,8 +128,21 @@ async fn replan_if_failing(
     let Some(i) = state.position(task_id) else {
         return false;
     };
-    let has_fallback = state.tasks[i].definition.on_failure.is_some();
+    let task = &state.tasks[i];
+    let has_fallback = task.definition.on_failure.is_some();
     if !state.replan || !machine::replans_left(state) {
+        return false;
+    }
+    // The copy below costs the whole state: make it only for a result that
+    // can fail its task (a failure, or a check it did not pass) or that may
+    // finish a mission the model is to judge.
+    let may_fail = submission.status != TaskStatus::Completed
+        || review.iter().any(|v| !v.passed)
+        || machine::review(submission, task, state.limits.max_result_bytes)
+            .iter()
+            .any(|v| !v.passed);
+    let may_replan = may_fail && !has_fallback;
+    if !may_replan && state.success_criteria.is_empty() {
         return false;
     }
     let mut probe = state.clone();
