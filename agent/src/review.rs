@@ -362,6 +362,7 @@ pub async fn replan_with_provider(
             .tasks
             .iter()
             .map(|t| swarm_common::TaskDefinition {
+                estimated_minutes: None,
                 task_id: t.task_id.clone(),
                 title: t.title.clone(),
                 description: t.description.clone(),

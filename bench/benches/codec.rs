@@ -19,6 +19,7 @@ use swarm_common::{
 
 fn assignment() -> TaskAssignment {
     TaskAssignment {
+        tasks: Vec::new(),
         child: None,
         token: String::new(),
         collaborators: Vec::new(),
@@ -56,6 +57,7 @@ fn assignment() -> TaskAssignment {
 
 fn submission() -> ResultSubmission {
     ResultSubmission {
+        artifacts: Vec::new(),
         token: String::new(),
         task_id: "t17".into(),
         status: TaskStatus::Completed,

@@ -8,7 +8,8 @@ use anyhow::Context as _;
 use async_nats::jetstream::{self, AckKind};
 use chrono::Utc;
 use swarm_common::{
-    Envelope, ErrorBody, ErrorCode, ErrorMessage, Limits, SwarmDeployment, SwarmDeploymentPlan,
+    Envelope, ErrorBody, ErrorCode, ErrorMessage, Limits, SeedPlanFields, SwarmDeployment,
+    SwarmDeploymentPlan,
     mission::{MissionRecord, MissionStatus},
     subjects,
     validate::validate_plan_at,
@@ -204,6 +205,7 @@ pub async fn deploy(
 /// The plan of a child swarm that could not be planned: no one to run it.
 fn unplanned() -> SwarmDeploymentPlan {
     SwarmDeploymentPlan {
+        seed: Default::default(),
         manager_directive: String::new(),
         workers: Vec::new(),
         tasks: Vec::new(),
@@ -211,6 +213,26 @@ fn unplanned() -> SwarmDeploymentPlan {
         planner: "none".into(),
         sub_managers: Vec::new(),
     }
+}
+
+/// `plan` with the seed's fields filled in from the mission it is deployed
+/// for, so that a seed peer reading the deployment finds what its plan
+/// class says of the mission: the text, the swarm, the time limit (whole
+/// minutes, rounded up) and who runs it.
+fn with_seed_fields(
+    plan: &SwarmDeploymentPlan,
+    record: &MissionRecord,
+    max_execution: chrono::Duration,
+) -> SwarmDeploymentPlan {
+    let minutes = (max_execution.num_seconds().max(0) as u64).div_ceil(60);
+    let mut plan = plan.clone();
+    plan.seed = SeedPlanFields {
+        manager_name: Some("manager".into()),
+        original_task: Some(record.request.mission.clone()),
+        swarm_id: Some(record.swarm_id.clone()),
+        max_execution_minutes: Some(u32::try_from(minutes).unwrap_or(u32::MAX)),
+    };
+    plan
 }
 
 /// [`deploy`], for a child swarm that `failure` says could not be planned.
@@ -231,7 +253,7 @@ async fn deploy_as(
         parent: record.parent.clone(),
         mission: request.mission.clone(),
         mission_id: request.mission_id.clone(),
-        plan: plan.clone(),
+        plan: with_seed_fields(plan, record, max_execution),
         limits: limits.clone(),
         budget: request.budget(),
         accepted_at: record.accepted_at,

@@ -1043,6 +1043,7 @@ mod tests {
             pool: "general".to_string(),
         };
         let plan = SwarmDeploymentPlan {
+            seed: Default::default(),
             sub_managers: Vec::new(),
             manager_directive: "Deliver a comparison table.".to_string(),
             workers: vec![

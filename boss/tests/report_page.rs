@@ -139,6 +139,7 @@ fn failed_mission() -> (FinalReport, SwarmDeploymentPlan) {
         pool: "general".to_string(),
     };
     let plan = SwarmDeploymentPlan {
+        seed: Default::default(),
         sub_managers: Vec::new(),
         manager_directive: "Compare the frameworks.".to_string(),
         workers: vec![persona("researcher"), persona("analyst"), persona("writer")],

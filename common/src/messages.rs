@@ -5,11 +5,12 @@
 //! beside the payload's fields in one flat object, as the seed's message
 //! classes inherit them from one base class.
 //!
-//! What the seed's classes name differently is read under the seed's names
-//! too (serde aliases, and readers that take both shapes where the seed's
-//! shape differs: the flat `Error`, a plan's `original_task`), and written
-//! in ours only: a peer that speaks the seed's A2AP can send to Swarm
-//! (`common/tests/seed.rs` holds the seed's JSON, checked to decode).
+//! What the seed's classes name or type differently is written both ways,
+//! the seed's field beside ours, and read from either (`common/src/seed.rs`): a
+//! seed peer finds its fields with its types in everything Swarm sends
+//! (status fields in the seed's five values, our finer status beside them),
+//! and Swarm reads what a seed peer sends (`common/tests/seed.rs` checks
+//! both directions).
 
 use std::collections::BTreeMap;
 
@@ -60,9 +61,10 @@ pub enum MessageType {
 }
 
 /// Where a task stands. The seed's statuses are `Pending`, `InProgress`,
-/// `Completed`, `Failed` and `Cancelled`; `Assigned` and `InputRequired` are
-/// ours. Each is also read in snake_case, and `Cancelled` as .NET spells
-/// it (`Canceled`).
+/// `Completed`, `Failed` and `Cancelled`; `Assigned`, `InputRequired` and
+/// `Skipped` are ours, so every status field a seed peer reads holds one
+/// of the five (`TaskStatus::seed`) and ours sits beside it. Each is also read in
+/// snake_case, and `Cancelled` as .NET spells it (`Canceled`).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
 )]
@@ -96,6 +98,20 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
+    /// The one of the seed's five statuses (`Pending`, `InProgress`,
+    /// `Completed`, `Failed`, `Cancelled`) that this is, for the status
+    /// fields a seed peer reads: `Assigned` is still `Pending` (no worker has
+    /// it), `InputRequired` still `InProgress` (the task runs, waiting), and
+    /// `Skipped` is `Cancelled` (it will not run).
+    pub fn seed(self) -> TaskStatus {
+        match self {
+            TaskStatus::Assigned => TaskStatus::Pending,
+            TaskStatus::InputRequired => TaskStatus::InProgress,
+            TaskStatus::Skipped => TaskStatus::Cancelled,
+            other => other,
+        }
+    }
+
     /// Whether the task can change no more.
     pub fn is_terminal(self) -> bool {
         matches!(
@@ -124,9 +140,10 @@ pub enum AgentRole {
 /// One specialised worker persona of a plan: a prompt and tools, not a process.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct WorkerDeploymentPlan {
-    /// Unique name within the plan; tasks are `assigned_to` it. The seed
-    /// calls it `worker_name`, which is read too.
-    #[serde(alias = "worker_name")]
+    /// Unique name within the plan; tasks are `assigned_to` it. Written
+    /// under the seed's name `worker_name` too, and read under either.
+    #[serde(flatten, with = "seed::worker_name")]
+    #[schemars(with = "seed::worker_name::Out<'static>")]
     pub name: String,
     /// What this persona specialises in.
     #[serde(default)]
@@ -171,14 +188,21 @@ pub struct TaskDefinition {
     pub dependencies: Vec<String>,
     /// Higher runs first among ready tasks; derived from the graph when absent.
     /// Read from any JSON number the seed's `int` may hold (a negative one
-    /// is 0). The seed's `estimated_minutes` is read and not kept: nothing
-    /// here schedules by estimates.
+    /// is 0).
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "seed::priority"
+        deserialize_with = "seed::whole_number"
     )]
     pub priority: Option<u32>,
+    /// The seed's estimate of how long the task takes, in minutes: kept and
+    /// passed on (in the assignment's `tasks`), not scheduled by.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "seed::whole_number"
+    )]
+    pub estimated_minutes: Option<u32>,
     /// A tighter result size limit for this task, checked by the manager's gate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_result_bytes: Option<usize>,
@@ -201,6 +225,29 @@ pub struct TaskDefinition {
     /// so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_failure: Option<String>,
+}
+
+impl TaskDefinition {
+    /// This task with only the fields the seed's `TaskDefinition` has (id,
+    /// title, description, persona, dependencies, priority, estimate): what
+    /// an assignment's `tasks` carries for seed peers, without the gates,
+    /// conditions and maps they would not read.
+    pub fn seed_view(&self) -> TaskDefinition {
+        TaskDefinition {
+            task_id: self.task_id.clone(),
+            title: self.title.clone(),
+            description: self.description.clone(),
+            assigned_to: self.assigned_to.clone(),
+            dependencies: self.dependencies.clone(),
+            priority: self.priority,
+            estimated_minutes: self.estimated_minutes,
+            max_result_bytes: None,
+            gates: Vec::new(),
+            condition: None,
+            map: None,
+            on_failure: None,
+        }
+    }
 }
 
 /// A mission's budget for model use; `None` is no limit.
@@ -256,6 +303,56 @@ pub struct SwarmDeploymentPlan {
     /// ([`crate::hierarchy`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sub_managers: Vec<crate::hierarchy::SubManagerPlan>,
+    /// The seed's fields: what a plan says of the mission it serves
+    /// ([`SeedPlanFields`]).
+    #[serde(flatten)]
+    pub seed: SeedPlanFields,
+}
+
+/// What the seed's `SwarmDeploymentPlan` says of its mission. A plan that
+/// comes with these fills in what its request or deployment leaves out
+/// ([`SwarmDeploymentPlan::adopt_seed_fields`]); the boss writes them in
+/// every plan it deploys, so a seed peer reading the deployment finds them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SeedPlanFields {
+    /// The manager the seed's boss meant the plan for. Read and not used:
+    /// managers here are interchangeable replicas, one active at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manager_name: Option<String>,
+    /// The mission the plan was made for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_task: Option<String>,
+    /// The id of the swarm the plan is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swarm_id: Option<String>,
+    /// How long the swarm may run, in minutes.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "seed::whole_number"
+    )]
+    pub max_execution_minutes: Option<u32>,
+}
+
+impl SwarmDeploymentPlan {
+    /// Takes what a seed plan says of its mission: with no directive, its
+    /// `original_task` becomes the directive, so the one task per persona
+    /// a plan without tasks expands to ([`crate::validate::expand_tasks`])
+    /// is the mission itself. Blank seed fields are dropped.
+    pub fn adopt_seed_fields(&mut self) {
+        let blank = |v: &Option<String>| v.as_deref().is_some_and(|t| t.trim().is_empty());
+        if blank(&self.seed.original_task) {
+            self.seed.original_task = None;
+        }
+        if blank(&self.seed.swarm_id) {
+            self.seed.swarm_id = None;
+        }
+        if self.manager_directive.trim().is_empty()
+            && let Some(task) = &self.seed.original_task
+        {
+            self.manager_directive = task.clone();
+        }
+    }
 }
 
 /// A message a payload type can be: ties the Rust type to its [`MessageType`].
@@ -788,7 +885,7 @@ impl<'de> Deserialize<'de> for SwarmDeployment {
             mission: Option<String>,
             #[serde(default)]
             mission_id: Option<String>,
-            plan: seed::PlanOnWire,
+            plan: SwarmDeploymentPlan,
             #[serde(default)]
             limits: Limits,
             #[serde(default)]
@@ -802,13 +899,15 @@ impl<'de> Deserialize<'de> for SwarmDeployment {
             #[serde(default)]
             failure: Option<String>,
         }
-        let w = OnWire::deserialize(d)?;
-        let read = seed::ReadPlan::from(w.plan);
+        let mut w = OnWire::deserialize(d)?;
+        w.plan.adopt_seed_fields();
         let mission = w
             .mission
-            .or(read.original_task)
+            .or_else(|| w.plan.seed.original_task.clone())
             .ok_or_else(|| serde::de::Error::missing_field("mission"))?;
-        let minutes = read
+        let minutes = w
+            .plan
+            .seed
             .max_execution_minutes
             .unwrap_or(w.limits.max_execution_minutes);
         let deadline = match w.deadline {
@@ -821,7 +920,7 @@ impl<'de> Deserialize<'de> for SwarmDeployment {
         Ok(SwarmDeployment {
             mission,
             mission_id: w.mission_id,
-            plan: read.plan,
+            plan: w.plan,
             deadline,
             limits: w.limits,
             budget: w.budget,
@@ -911,6 +1010,11 @@ pub struct TaskAssignment {
     /// those of its persona's `collaborators` that are personas of the plan.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub collaborators: Vec<crate::collaborate::Collaborator>,
+    /// The seed's list of the tasks assigned: this task, as the plan
+    /// defines it. Swarm assigns one task per message and reads its own
+    /// fields above; the list is for seed peers.
+    #[serde(default)]
+    pub tasks: Vec<TaskDefinition>,
 }
 
 impl Payload for TaskAssignment {
@@ -922,15 +1026,19 @@ impl Payload for TaskAssignment {
 pub struct ProgressUpdate {
     /// The task.
     pub task_id: String,
-    /// Its status now.
+    /// Its status now: written as `status` in the seed's five values and
+    /// as `detailed_status` in ours.
+    #[serde(flatten, with = "seed::status")]
+    #[schemars(with = "seed::status::Out")]
     pub status: TaskStatus,
     /// 0 to 100. Read from any number (the seed's may have a fraction),
     /// rounded and held to 0-100.
     #[serde(deserialize_with = "seed::percentage")]
     pub progress_percentage: u8,
-    /// What is happening, for people (the seed's `progress_description`,
-    /// read too).
-    #[serde(alias = "progress_description")]
+    /// What is happening, for people: written as `message` and as the
+    /// seed's `progress_description`, read from either.
+    #[serde(flatten, with = "seed::description")]
+    #[schemars(with = "seed::description::Out<'static>")]
     pub message: String,
     /// The attempt this update belongs to (0 from a peer that does not say).
     #[serde(default)]
@@ -970,10 +1078,20 @@ pub struct StepRecord {
 pub struct ResultSubmission {
     /// The task.
     pub task_id: String,
-    /// `Completed` with a result, or `Failed` with an error.
+    /// `Completed` with a result, or `Failed` with an error; written also as
+    /// the seed's `final_status`.
+    #[serde(flatten, with = "seed::result_status")]
+    #[schemars(with = "seed::result_status::Out")]
     pub status: TaskStatus,
-    /// The result text.
+    /// The result text; a result that is a JSON object is written also as
+    /// the seed's `structured_data`.
+    #[serde(flatten, with = "seed::result_text")]
+    #[schemars(with = "seed::result_text::Out<'static>")]
     pub result: String,
+    /// The files the task produced (the paths its `write_file` calls
+    /// wrote), as the seed's `artifacts`.
+    #[serde(default)]
+    pub artifacts: Vec<String>,
     /// The attempt this result is for.
     pub attempt: u32,
     /// The revision this result is for.
@@ -1039,7 +1157,10 @@ pub struct TaskOutcome {
     pub assigned_to: String,
     /// Its dependencies.
     pub dependencies: Vec<String>,
-    /// How it ended.
+    /// How it ended: `status` in the seed's five values, `detailed_status`
+    /// in ours (`Skipped` is there, and `Cancelled` for the seed).
+    #[serde(flatten, with = "seed::status")]
+    #[schemars(with = "seed::status::Out")]
     pub status: TaskStatus,
     /// The accepted result (empty when none).
     pub result: String,
@@ -1112,6 +1233,18 @@ pub enum SwarmStatus {
 }
 
 impl SwarmStatus {
+    /// The seed's `TaskStatus` for a swarm that stands here, for the
+    /// report's `overall_status`: `Running` is `InProgress`, and `TimedOut`
+    /// is `Failed` (the mission did not get done).
+    pub fn seed(self) -> TaskStatus {
+        match self {
+            SwarmStatus::Running => TaskStatus::InProgress,
+            SwarmStatus::Completed => TaskStatus::Completed,
+            SwarmStatus::Failed | SwarmStatus::TimedOut => TaskStatus::Failed,
+            SwarmStatus::Cancelled => TaskStatus::Cancelled,
+        }
+    }
+
     /// Whether the swarm has ended.
     pub fn is_terminal(self) -> bool {
         !matches!(self, SwarmStatus::Running)
@@ -1121,19 +1254,28 @@ impl SwarmStatus {
 /// A manager's one report for a finished swarm.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct FinalReport {
-    /// How the mission went, honestly.
+    /// How the mission went, honestly: written as `swarm_status`, and as
+    /// the seed's `overall_status` in its five values (`TimedOut` is
+    /// `Failed` there).
+    #[serde(flatten, with = "seed::overall_status")]
+    #[schemars(with = "seed::overall_status::Out")]
     pub overall_status: SwarmStatus,
     /// The mission's text.
     pub mission: String,
     /// A summary of what was done.
     pub summary: String,
-    /// Observations drawn from the results.
-    #[serde(default)]
+    /// Observations drawn from the results: written as `insight_list`, and
+    /// as the seed's `insights`, one string of lines.
+    #[serde(flatten, with = "seed::insights")]
+    #[schemars(with = "seed::insights::Out<'static>")]
     pub insights: Vec<String>,
     /// Every task.
     pub task_results: Vec<TaskOutcome>,
-    /// Totals: tasks by status, revisions, attempts, duration.
-    #[serde(default)]
+    /// Totals: tasks by status, revisions, attempts, duration. Written as
+    /// numbers in `metric_values`, and as the seed's `metrics`, a map of
+    /// strings.
+    #[serde(flatten, with = "seed::metrics")]
+    #[schemars(with = "seed::metrics::Out<'static>")]
     pub metrics: BTreeMap<String, f64>,
     /// When the mission was accepted.
     #[serde(with = "crate::timestamp")]
@@ -1151,19 +1293,23 @@ impl Payload for FinalReport {
 
 /// The A2AP `Error` message: the error envelope plus the task it concerns.
 ///
-/// Also read in the seed's flat shape: `error_code` (one of our codes in any
-/// spelling; another is kept as the detail `error_code` of an `internal`
-/// error), `error_message`, `details` (a sentence, or a map) and
-/// `affected_task_id` (the task).
+/// Written in both shapes: ours (`error`, an [`ErrorBody`]; `task_id`) and
+/// the seed's flat one beside it (`error_code`, `error_message`, `details`,
+/// `affected_task_id`). Read in either: `error_code` may be one of our
+/// codes in any spelling (another is kept as the detail `error_code` of an
+/// `internal` error), `details` a sentence or a map.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct ErrorMessage {
-    /// The task concerned, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The task concerned, if any; written also as `affected_task_id`.
+    #[serde(flatten, serialize_with = "seed::affected_task")]
+    #[schemars(with = "seed::AffectedTaskFields")]
     pub task_id: Option<String>,
     /// The attempt concerned, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
-    /// What went wrong.
+    /// What went wrong; written also as the seed's flat fields.
+    #[serde(flatten, serialize_with = "seed::flat_error")]
+    #[schemars(with = "seed::FlatErrorFields")]
     pub error: ErrorBody,
     /// The token of the assignment it concerns ([`TaskAssignment::token`]),
     /// when the sender is the worker that holds it.

@@ -64,20 +64,21 @@ impl<'de> Deserialize<'de> for MissionRequest {
             #[serde(default)]
             max_cost_usd: Option<f64>,
             #[serde(default)]
-            plan: Option<crate::seed::PlanOnWire>,
+            plan: Option<SwarmDeploymentPlan>,
             #[serde(default)]
             protocol_version: Option<String>,
         }
-        let w = OnWire::deserialize(d)?;
-        let (plan, original_task, minutes, swarm_id) = match w.plan.map(crate::seed::ReadPlan::from)
-        {
-            Some(r) => (
-                Some(r.plan),
-                r.original_task,
-                r.max_execution_minutes,
-                r.swarm_id,
-            ),
-            None => (None, None, None, None),
+        let mut w = OnWire::deserialize(d)?;
+        let (original_task, minutes, swarm_id) = match &mut w.plan {
+            Some(plan) => {
+                plan.adopt_seed_fields();
+                (
+                    plan.seed.original_task.clone(),
+                    plan.seed.max_execution_minutes,
+                    plan.seed.swarm_id.clone(),
+                )
+            }
+            None => (None, None, None),
         };
         Ok(MissionRequest {
             mission: w
@@ -92,7 +93,7 @@ impl<'de> Deserialize<'de> for MissionRequest {
             max_execution_seconds: w.max_execution_seconds,
             max_tokens: w.max_tokens,
             max_cost_usd: w.max_cost_usd,
-            plan,
+            plan: w.plan,
             protocol_version: w.protocol_version,
         })
     }

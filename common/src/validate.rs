@@ -37,6 +37,7 @@ pub fn expand_tasks(plan: &SwarmDeploymentPlan) -> Cow<'_, [TaskDefinition]> {
     let tasks = personas
         .enumerate()
         .map(|(i, (name, role, prompt))| TaskDefinition {
+            estimated_minutes: None,
             on_failure: None,
             task_id: format!("task-{}", i + 1),
             title: if role.is_empty() {
@@ -609,6 +610,7 @@ mod tests {
 
     fn task(id: &str, deps: &[&str]) -> TaskDefinition {
         TaskDefinition {
+            estimated_minutes: None,
             on_failure: None,
             task_id: id.into(),
             title: id.into(),
@@ -625,6 +627,7 @@ mod tests {
 
     fn plan(tasks: Vec<TaskDefinition>) -> SwarmDeploymentPlan {
         SwarmDeploymentPlan {
+            seed: Default::default(),
             sub_managers: Vec::new(),
             manager_directive: "d".into(),
             workers: vec![WorkerDeploymentPlan {

@@ -62,6 +62,7 @@ fn persona() -> WorkerDeploymentPlan {
 
 fn task_definition() -> TaskDefinition {
     TaskDefinition {
+        estimated_minutes: None,
         on_failure: None,
         task_id: "t2".into(),
         title: "Count the words".into(),
@@ -89,11 +90,13 @@ fn task_definition() -> TaskDefinition {
 
 fn plan() -> SwarmDeploymentPlan {
     SwarmDeploymentPlan {
+        seed: Default::default(),
         sub_managers: Vec::new(),
         manager_directive: "Count the words, then report.".into(),
         workers: vec![persona()],
         tasks: vec![
             TaskDefinition {
+                estimated_minutes: None,
                 on_failure: None,
                 task_id: "t1".into(),
                 title: "Read".into(),
@@ -148,6 +151,7 @@ fn deployment() -> SwarmDeployment {
 
 fn assignment() -> TaskAssignment {
     TaskAssignment {
+        tasks: Vec::new(),
         child: None,
         token: String::new(),
         collaborators: Vec::new(),
@@ -193,6 +197,7 @@ fn progress() -> ProgressUpdate {
 
 fn submission() -> ResultSubmission {
     ResultSubmission {
+        artifacts: Vec::new(),
         token: String::new(),
         task_id: "t2".into(),
         status: TaskStatus::Completed,
@@ -530,7 +535,11 @@ fn final_report_round_trips() {
     assert_eq!(task["result_seq"], 23);
     assert_eq!(task["gate_verdicts"][0]["passed"], false);
     assert_eq!(task["assigned_at"], "2025-03-01T12:29:59Z");
-    assert_eq!(json["metrics"]["duration_ms"], 61000.0);
+    assert_eq!(json["metric_values"]["duration_ms"], 61000.0);
+    // The seed's types beside ours.
+    assert_eq!(json["swarm_status"], "Completed");
+    assert_eq!(json["metrics"]["duration_ms"], "61000");
+    assert_eq!(task["detailed_status"], "Completed");
 }
 
 #[test]

@@ -75,10 +75,18 @@ fn worker_deployment_plan_reads_worker_name() {
     assert_eq!(persona.tools, ["read_file", "count"]);
     assert_eq!(persona.collaborators, ["writer"]);
     assert_eq!(persona.pool, "general");
-    // Written under our name only.
+    // Written under both names, and read back from ours alone too.
     let ours = serde_json::to_value(&persona).unwrap();
     assert_eq!(ours["name"], "researcher");
-    assert!(ours.get("worker_name").is_none());
+    assert_eq!(ours["worker_name"], "researcher");
+    let mut only_ours = ours.clone();
+    only_ours.as_object_mut().unwrap().remove("worker_name");
+    assert_eq!(decode::<WorkerDeploymentPlan>(&only_ours), persona);
+    // Neither name: refused, naming ours.
+    let e = Codec::Json
+        .decode::<WorkerDeploymentPlan>(br#"{"role": "x"}"#)
+        .unwrap_err();
+    assert!(e.to_string().contains("name"), "{e}");
 }
 
 #[test]
@@ -227,10 +235,10 @@ fn progress_update_reads_progress_description() {
         "{}",
         env.timestamp
     );
-    // Written under our name only.
+    // Written under both names.
     let ours = serde_json::to_value(&update).unwrap();
     assert_eq!(ours["message"], "reading notes.txt");
-    assert!(ours.get("progress_description").is_none());
+    assert_eq!(ours["progress_description"], "reading notes.txt");
 }
 
 #[test]
@@ -265,7 +273,7 @@ fn the_seeds_flat_error_is_read_into_ours() {
     assert_eq!(e.error.details["exit_code"], "137");
     assert_eq!(e.error.details["host"], "node-2");
 
-    // Ours is read as before and written in our shape only.
+    // Ours is read as before, and written in both shapes.
     let ours = json!({
         "task_id": "t1",
         "attempt": 2,
@@ -274,7 +282,17 @@ fn the_seeds_flat_error_is_read_into_ours() {
     let e: ErrorMessage = decode(&ours);
     assert_eq!(e.error.code, ErrorCode::Timeout);
     assert_eq!(e.attempt, Some(2));
-    assert_eq!(serde_json::to_value(&e).unwrap(), ours);
+    let mut both = ours.clone();
+    for (k, v) in [
+        ("affected_task_id", json!("t1")),
+        ("error_code", json!("timeout")),
+        ("error_message", json!("too slow")),
+        ("details", json!({})),
+    ] {
+        both[k] = v;
+    }
+    assert_eq!(serde_json::to_value(&e).unwrap(), both);
+    assert_eq!(decode::<ErrorMessage>(&both), e);
 
     // Neither shape: refused, naming what is missing.
     let e = Codec::Json

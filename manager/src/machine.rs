@@ -669,6 +669,7 @@ fn on_ask(
     // Everything that shapes the work is the ask's own. No dependencies:
     // the asker runs, and a dependency would mean "after".
     let definition = swarm_common::TaskDefinition {
+        estimated_minutes: None,
         on_failure: None,
         task_id: new_id,
         title: format!("{} answers {}", r.collaborator, r.task_id),
@@ -1434,6 +1435,10 @@ fn assignment(state: &Indexed, t: &TaskState) -> Command {
             t.revision,
         ),
         assignment: Box::new(TaskAssignment {
+            tasks: vec![swarm_common::TaskDefinition {
+                priority: Some(t.priority),
+                ..t.definition.seed_view()
+            }],
             token: String::new(),
             task_id: t.definition.task_id.clone(),
             title: t.definition.title.clone(),

@@ -99,6 +99,7 @@ fn result(task_id: &str, attempt: u32, seq: u64) -> Decoded {
         replan: false,
         seq,
         submission: Box::new(ResultSubmission {
+            artifacts: Vec::new(),
             token: String::new(),
             task_id: task_id.into(),
             status: TaskStatus::Completed,

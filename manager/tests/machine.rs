@@ -37,6 +37,7 @@ fn assigned(cmds: &[Command]) -> Vec<(String, u32, u32)> {
 
 fn result(task_id: &str, attempt: u32, revision: u32, text: &str) -> ResultSubmission {
     ResultSubmission {
+        artifacts: Vec::new(),
         token: String::new(),
         task_id: task_id.into(),
         status: TaskStatus::Completed,

@@ -159,8 +159,13 @@ async def run(args, pb):
         if kind == "final_report":
             report = env.final_report
             statuses = {t.task_id: pb.TaskStatus.Name(t.status) for t in report.task_results}
-            if report.overall_status != pb.SWARM_STATUS_COMPLETED:
-                fail(f"the swarm ended {pb.SwarmStatus.Name(report.overall_status)}: {statuses}")
+            if report.swarm_status != pb.SWARM_STATUS_COMPLETED:
+                fail(f"the swarm ended {pb.SwarmStatus.Name(report.swarm_status)}: {statuses}")
+            # The seed's status beside ours, in its own five values.
+            if report.overall_status != pb.TASK_STATUS_COMPLETED:
+                fail(f"the seed's overall_status is {pb.TaskStatus.Name(report.overall_status)}")
+            if report.insights != "\n".join(report.insight_list):
+                fail(f"the seed's insights {report.insights!r} are not the list's lines")
             if statuses != {"first": "TASK_STATUS_COMPLETED", "second": "TASK_STATUS_COMPLETED"}:
                 fail(f"tasks ended {statuses}")
             results = {t.task_id: t.result for t in report.task_results}

@@ -273,6 +273,7 @@ async fn an_event_a_manager_died_on_is_set_aside_and_fails_its_swarm() {
         id.as_str(),
         "a",
         swarm_common::ResultSubmission {
+            artifacts: Vec::new(),
             token: common::token(&id, "a", 2, 0),
             task_id: "a".into(),
             status: swarm_common::TaskStatus::Completed,

@@ -90,9 +90,13 @@ fn generated_types_read_what_swarm_writes() {
     let Some(a2ap::envelope::Body::FinalReport(r)) = env.body else {
         panic!("the body is not a FinalReport: {:?}", env.body);
     };
-    assert_eq!(r.overall_status, a2ap::SwarmStatus::TimedOut as i32);
-    assert_eq!(r.insights, ["i"]);
-    assert_eq!(r.metrics["tasks"], 1.5);
+    assert_eq!(r.swarm_status, a2ap::SwarmStatus::TimedOut as i32);
+    assert_eq!(r.insight_list, ["i"]);
+    assert_eq!(r.metric_values["tasks"], 1.5);
+    // The seed's fields beside ours: its five statuses, text insights and figures.
+    assert_eq!(r.overall_status, a2ap::TaskStatus::Failed as i32);
+    assert_eq!(r.insights, "i");
+    assert_eq!(r.metrics["tasks"], "1.5");
     let t = &r.task_results[0];
     assert_eq!(t.status, a2ap::TaskStatus::InProgress as i32);
     assert_eq!(t.result_seq, Some(42));

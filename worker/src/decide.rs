@@ -30,7 +30,7 @@ use swarm_agent::{
 };
 use swarm_common::{
     Envelope, ErrorBody, ErrorCode, ErrorMessage, GateVerdict, ResultSubmission, SWARM_ENDED,
-    TaskAssignment, TaskStatus, approval::InputRecord, subjects::Subject,
+    StepRecord, TaskAssignment, TaskStatus, approval::InputRecord, subjects::Subject,
 };
 
 /// Least time between two routine progress updates of a task (steps and the
@@ -432,6 +432,7 @@ pub fn submission(
     let mut metrics = outcome.metrics;
     metrics.insert("deliveries".into(), delivered as f64);
     ResultSubmission {
+        artifacts: artifacts(&outcome.steps),
         token: a.token.clone(),
         task_id: a.task_id.clone(),
         status: outcome.status,
@@ -447,6 +448,28 @@ pub fn submission(
         error: outcome.error,
         gate_verdicts,
     }
+}
+
+/// The files a run wrote, as its result's `artifacts`: the paths of its
+/// `write_file` calls that succeeded, in order, each once.
+fn artifacts(steps: &[StepRecord]) -> Vec<String> {
+    let mut paths: Vec<String> = Vec::new();
+    for step in steps {
+        if step.is_error || step.tool.as_deref() != Some("write_file") {
+            continue;
+        }
+        let path = step
+            .arguments
+            .as_deref()
+            .and_then(|a| serde_json::from_str::<serde_json::Value>(a).ok())
+            .and_then(|v| v.get("path")?.as_str().map(str::to_owned));
+        if let Some(path) = path
+            && !paths.contains(&path)
+        {
+            paths.push(path);
+        }
+    }
+    paths
 }
 
 /// The last update of a task that submitted `s`, at 100 %, with its
@@ -561,10 +584,11 @@ pub fn close_reason(reason: &str) -> String {
 mod tests {
     use super::*;
 
-    use swarm_common::{ContextRef, StepRecord, WorkerDeploymentPlan};
+    use swarm_common::{ContextRef, WorkerDeploymentPlan};
 
     fn assignment() -> TaskAssignment {
         TaskAssignment {
+            tasks: Vec::new(),
             child: None,
             task_id: "t1".into(),
             title: "count".into(),

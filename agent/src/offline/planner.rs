@@ -182,6 +182,7 @@ pub fn offline_plan(mission: &str, tool_names: &[String]) -> SwarmDeploymentPlan
             }
             let id = format!("t{}", tasks.len() + 1);
             tasks.push(TaskDefinition {
+                estimated_minutes: None,
                 on_failure: None,
                 task_id: id.clone(),
                 title,
@@ -259,6 +260,7 @@ pub fn offline_plan(mission: &str, tool_names: &[String]) -> SwarmDeploymentPlan
         .map(|t| format!("{} completes with a non-empty result", t.task_id))
         .collect();
     SwarmDeploymentPlan {
+        seed: Default::default(),
         sub_managers: Vec::new(),
         manager_directive: directive(mission, &tasks, chained),
         workers,

@@ -307,6 +307,7 @@ async fn answer_parent(
         }
     }
     let submission = swarm_common::ResultSubmission {
+        artifacts: Vec::new(),
         task_id: parent.task_id.clone(),
         status: if error.is_none() {
             swarm_common::TaskStatus::Completed
@@ -450,6 +451,7 @@ mod tests {
             pool: "general".into(),
         };
         swarm_common::TaskAssignment {
+            tasks: Vec::new(),
             child: None,
             token: String::new(),
             collaborators: Vec::new(),

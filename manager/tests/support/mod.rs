@@ -9,6 +9,7 @@ use swarm_common::{
 /// A task `id` of persona `w` after `deps`.
 pub fn task(id: &str, deps: &[&str]) -> TaskDefinition {
     TaskDefinition {
+        estimated_minutes: None,
         on_failure: None,
         task_id: id.into(),
         title: format!("title {id}"),
@@ -36,6 +37,7 @@ pub fn deployment_between(
         mission: "m".into(),
         mission_id: None,
         plan: SwarmDeploymentPlan {
+            seed: Default::default(),
             sub_managers: Vec::new(),
             manager_directive: "d".into(),
             workers: vec![WorkerDeploymentPlan {

@@ -125,6 +125,7 @@ pub async fn raw_request(
 /// A task of persona `w` in an explicit plan.
 pub fn task(id: &str, description: &str, deps: &[&str]) -> TaskDefinition {
     TaskDefinition {
+        estimated_minutes: None,
         on_failure: None,
         task_id: id.into(),
         title: format!("task {id}"),
@@ -220,6 +221,7 @@ fn worker_result(
 ) -> Envelope<swarm_common::ResultSubmission> {
     let now = chrono::Utc::now();
     let submission = swarm_common::ResultSubmission {
+        artifacts: Vec::new(),
         token: token(swarm_id, task_id, attempt, 0),
         task_id: task_id.into(),
         status: swarm_common::TaskStatus::Completed,
@@ -246,6 +248,7 @@ pub fn sleep(ms: u64) -> String {
 /// A plan of one persona `w` (pool `general`, every tool) and `tasks`.
 pub fn plan(tasks: Vec<TaskDefinition>) -> SwarmDeploymentPlan {
     SwarmDeploymentPlan {
+        seed: Default::default(),
         sub_managers: Vec::new(),
         manager_directive: "Run every task; accept only non-empty results.".into(),
         workers: vec![WorkerDeploymentPlan {
