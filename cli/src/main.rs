@@ -254,6 +254,11 @@ struct UpArgs {
     /// Root folder of the workers' file tools.
     #[arg(long, default_value = ".")]
     workspace: PathBuf,
+    /// First of the consecutive ports on 127.0.0.1 that serve each role's
+    /// `/metrics` (Prometheus text), `/healthz` and `/readyz`, in start
+    /// order (bosses, managers, workers); 0 serves none.
+    #[arg(long, default_value_t = 9310)]
+    metrics_port: u16,
 }
 
 fn options(
@@ -651,16 +656,20 @@ async fn run(command: Command, conn: &Connection) -> anyhow::Result<Exit> {
             Ok(Exit::Completed)
         }
         Command::Up(args) => {
-            let opts = options(
+            let mut opts = options(
                 &args.cluster,
                 args.cluster.data_dir.clone(),
                 Some(args.cluster.port.unwrap_or(4222)),
                 &args.workspace,
             )?;
+            opts.metrics_base_port = (args.metrics_port != 0).then_some(args.metrics_port);
             let cluster = swarm_local::LocalCluster::start(opts).await?;
             println!("Swarm is up at {}", cluster.url());
             println!("  logs:    {}", cluster.logs_dir().display());
             println!("  reports: {}", cluster.reports_dir().display());
+            for (id, port) in cluster.metrics_endpoints() {
+                println!("  metrics: http://127.0.0.1:{port}/metrics ({id})");
+            }
             println!(
                 "  try:     swarm mission \"1. Count the words in README.md\" --wait -s {}",
                 cluster.url()
@@ -921,5 +930,20 @@ mod tests {
         );
         let err = up_args(&["--nats-cpus", "half"]).unwrap_err().to_string();
         assert!(err.contains("`shared`, `own` or a list"), "{err}");
+    }
+
+    #[test]
+    fn up_serves_metrics_from_9310_unless_told_otherwise() {
+        let metrics_port = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["swarm", "up"].iter().chain(args))?;
+            match cli.command {
+                Command::Up(up) => Ok::<_, clap::Error>(up.metrics_port),
+                other => panic!("parsed as {other:?}"),
+            }
+        };
+        assert_eq!(metrics_port(&[]).unwrap(), 9310);
+        assert_eq!(metrics_port(&["--metrics-port", "0"]).unwrap(), 0);
+        assert_eq!(metrics_port(&["--metrics-port", "9400"]).unwrap(), 9400);
+        assert!(metrics_port(&["--metrics-port", "70000"]).is_err());
     }
 }

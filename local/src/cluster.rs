@@ -30,6 +30,8 @@ pub struct LocalCluster {
     opts: LocalOptions,
     /// The managers' key for assignment tokens, made for this cluster.
     token_key: String,
+    /// Each role's id and the port of its `/metrics`, in start order.
+    metrics: Vec<(String, u16)>,
 }
 
 /// 32 random hex digits from the system's random source.
@@ -85,6 +87,7 @@ impl LocalCluster {
             workers: Vec::new(),
             opts,
             token_key: random_key()?,
+            metrics: Vec::new(),
         };
         for _ in 0..cluster.opts.bosses {
             cluster.spawn_boss()?;
@@ -122,7 +125,7 @@ impl LocalCluster {
     /// Starts one more boss replica.
     pub fn spawn_boss(&mut self) -> anyhow::Result<()> {
         let id = format!("boss-{}", self.bosses.len() + 1);
-        let mut args = self.common_args(&id);
+        let mut args = self.common_args(&id)?;
         args.extend([
             "--reports-dir".into(),
             self.opts.reports_dir.clone().into_os_string(),
@@ -135,7 +138,7 @@ impl LocalCluster {
     /// Starts one more manager replica.
     pub fn spawn_manager(&mut self) -> anyhow::Result<()> {
         let id = format!("manager-{}", self.managers.len() + 1);
-        let args = self.common_args(&id);
+        let args = self.common_args(&id)?;
         let process = self.spawn_role("manager", &id, args)?;
         self.managers.push(process);
         Ok(())
@@ -146,7 +149,7 @@ impl LocalCluster {
     /// another with `--pool`.
     pub fn spawn_worker(&mut self, extra_args: &[&str]) -> anyhow::Result<()> {
         let id = format!("worker-{}", self.workers.len() + 1);
-        let mut args = self.common_args(&id);
+        let mut args = self.common_args(&id)?;
         let names_pool = extra_args
             .iter()
             .any(|a| *a == "--pool" || a.starts_with("--pool="));
@@ -163,13 +166,36 @@ impl LocalCluster {
         Ok(())
     }
 
-    fn common_args(&self, id: &str) -> Vec<OsString> {
-        vec![
+    /// The flags every role gets; with metrics on, the next port for role
+    /// `id`'s health server, recorded for [`Self::metrics_endpoints`].
+    fn common_args(&mut self, id: &str) -> anyhow::Result<Vec<OsString>> {
+        let mut args: Vec<OsString> = vec![
             "--nats-url".into(),
             self.url().into(),
             "--agent-id".into(),
             id.into(),
-        ]
+        ];
+        if let Some(base) = self.opts.metrics_base_port {
+            let port = u16::try_from(self.metrics.len())
+                .ok()
+                .and_then(|n| base.checked_add(n))
+                .with_context(|| format!("no metrics port is left above {base} for {id}"))?;
+            args.extend([
+                "--health-port".into(),
+                port.to_string().into(),
+                "--health-addr".into(),
+                "127.0.0.1".into(),
+            ]);
+            self.metrics.push((id.to_owned(), port));
+        }
+        Ok(args)
+    }
+
+    /// Each role's id and the port on 127.0.0.1 that serves its
+    /// `/metrics`, in start order; empty unless
+    /// [`LocalOptions::metrics_base_port`] is set.
+    pub fn metrics_endpoints(&self) -> &[(String, u16)] {
+        &self.metrics
     }
 
     fn spawn_role(

@@ -44,6 +44,11 @@ pub struct LocalOptions {
     pub nats_cpus: NatsCpus,
     /// How long [`LocalCluster::start`](crate::LocalCluster::start) waits for the roles to be ready.
     pub ready_timeout: Duration,
+    /// Serve each role's `/metrics` (and `/healthz`, `/readyz`) on
+    /// 127.0.0.1 at consecutive ports from this one, in the order the roles
+    /// start (bosses, managers, workers, then replicas added later); `None`
+    /// serves none.
+    pub metrics_base_port: Option<u16>,
 }
 
 impl LocalOptions {
@@ -73,6 +78,7 @@ impl LocalOptions {
             nats_env: Vec::new(),
             nats_cpus: NatsCpus::Shared,
             ready_timeout: Duration::from_secs(30),
+            metrics_base_port: None,
         }
     }
 }

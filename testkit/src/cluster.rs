@@ -155,6 +155,7 @@ pub struct ClusterBuilder {
     env: Vec<(String, String)>,
     ready_timeout: Option<Duration>,
     bin_dir: Option<PathBuf>,
+    metrics_base_port: Option<u16>,
 }
 
 impl Default for ClusterBuilder {
@@ -167,6 +168,7 @@ impl Default for ClusterBuilder {
             env: Vec::new(),
             ready_timeout: None,
             bin_dir: None,
+            metrics_base_port: None,
         }
     }
 }
@@ -209,6 +211,13 @@ impl ClusterBuilder {
         self
     }
 
+    /// Serve each role's `/metrics` on 127.0.0.1 from this port up
+    /// ([`LocalOptions::metrics_base_port`]; default: none).
+    pub fn metrics_base_port(mut self, port: u16) -> Self {
+        self.metrics_base_port = Some(port);
+        self
+    }
+
     /// Where the role binaries are (default: [`bin_dir()`]).
     pub fn bin_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.bin_dir = Some(dir.into());
@@ -237,6 +246,7 @@ impl ClusterBuilder {
             .into_iter()
             .chain(self.env)
             .collect();
+        opts.metrics_base_port = self.metrics_base_port;
         if let Some(timeout) = self.ready_timeout {
             opts.ready_timeout = timeout;
         }
