@@ -262,15 +262,14 @@ pub(crate) mod status {
         detailed_status: TaskStatus,
     }
 
-    /// A status as it is read.
+    /// A status as it is read: Swarm's own first, then the seed's, then
+    /// the seed's name for a result's (which only a result has).
     #[derive(Deserialize)]
-    pub(crate) struct Fields {
-        /// One of the seed's five: `Pending`, `InProgress`, `Completed`,
-        /// `Failed`, `Cancelled`.
+    struct Fields {
         #[serde(default)]
         status: Option<TaskStatus>,
-        /// Swarm's own, finer status (also `Assigned`, `InputRequired`,
-        /// `Skipped`); read first.
+        #[serde(default)]
+        final_status: Option<TaskStatus>,
         #[serde(default)]
         detailed_status: Option<TaskStatus>,
     }
@@ -287,12 +286,13 @@ pub(crate) mod status {
         let f = Fields::deserialize(d)?;
         f.detailed_status
             .or(f.status)
+            .or(f.final_status)
             .ok_or_else(|| de::Error::missing_field("status"))
     }
 }
 
 /// A result's status: as [`status`], and again as the seed's
-/// `final_status`.
+/// `final_status` (read by [`status::deserialize`]).
 pub(crate) mod result_status {
     use super::*;
 
@@ -308,21 +308,6 @@ pub(crate) mod result_status {
         detailed_status: TaskStatus,
     }
 
-    /// A result's status as it is read.
-    #[derive(Deserialize)]
-    pub(crate) struct Fields {
-        /// `Completed` with a result, `Failed` with an error (the seed's
-        /// five values).
-        #[serde(default)]
-        status: Option<TaskStatus>,
-        /// The same, under the seed's name.
-        #[serde(default)]
-        final_status: Option<TaskStatus>,
-        /// Swarm's own status; read first.
-        #[serde(default)]
-        detailed_status: Option<TaskStatus>,
-    }
-
     pub(crate) fn serialize<S: Serializer>(s: &TaskStatus, ser: S) -> Result<S::Ok, S::Error> {
         Out {
             status: s.seed(),
@@ -332,13 +317,7 @@ pub(crate) mod result_status {
         .serialize(ser)
     }
 
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<TaskStatus, D::Error> {
-        let f = Fields::deserialize(d)?;
-        f.detailed_status
-            .or(f.status)
-            .or(f.final_status)
-            .ok_or_else(|| de::Error::missing_field("status"))
-    }
+    pub(crate) use super::status::deserialize;
 }
 
 /// A report's status: the seed's `overall_status` (a `TaskStatus`,
@@ -370,13 +349,9 @@ pub(crate) mod overall_status {
 
     /// A report's status as it is read.
     #[derive(Deserialize)]
-    pub(crate) struct Fields {
-        /// The seed's: `Completed`, `Failed` (a timed-out mission too),
-        /// `Cancelled`, or `InProgress` while running. (A swarm's status,
-        /// as earlier builds wrote here, is read too.)
+    struct Fields {
         #[serde(default)]
         overall_status: Option<AnyStatus>,
-        /// Swarm's own (`TimedOut` too); read first.
         #[serde(default)]
         swarm_status: Option<SwarmStatus>,
     }
@@ -426,11 +401,9 @@ pub(crate) mod description {
 
     /// A progress update's text as it is read.
     #[derive(Deserialize)]
-    pub(crate) struct Fields {
-        /// What is happening, for people; read first.
+    struct Fields {
         #[serde(default)]
         message: Option<String>,
-        /// The same, under the seed's name.
         #[serde(default)]
         progress_description: Option<String>,
     }
@@ -464,11 +437,9 @@ pub(crate) mod worker_name {
 
     /// A persona's name as it is read.
     #[derive(Deserialize)]
-    pub(crate) struct Fields {
-        /// Unique within the plan; read first.
+    struct Fields {
         #[serde(default)]
         name: Option<String>,
-        /// The same, under the seed's name.
         #[serde(default)]
         worker_name: Option<String>,
     }
@@ -512,12 +483,9 @@ pub(crate) mod result_text {
 
     /// A result's text as it is read.
     #[derive(Deserialize)]
-    pub(crate) struct Fields {
-        /// The result text; read first.
+    struct Fields {
         #[serde(default)]
         result: Option<String>,
-        /// The result as a JSON object, when it is one (the seed's): read
-        /// as the result's text when there is no `result`.
         #[serde(default)]
         structured_data: Option<Object>,
     }
@@ -576,12 +544,9 @@ pub(crate) mod insights {
 
     /// A report's insights as they are read.
     #[derive(Deserialize)]
-    pub(crate) struct Fields {
-        /// The seed's: the insights as one string, one per line. (A list,
-        /// as earlier builds wrote here, is read too.)
+    struct Fields {
         #[serde(default)]
         insights: Option<TextOrList>,
-        /// Swarm's: one insight per item; read first.
         #[serde(default)]
         insight_list: Option<Vec<String>>,
     }
@@ -638,12 +603,9 @@ pub(crate) mod metrics {
 
     /// A report's figures as they are read.
     #[derive(Deserialize)]
-    pub(crate) struct Fields {
-        /// The seed's: each figure as text (`"3"`, `"0.25"`). (Numbers, as
-        /// earlier builds wrote here, are read too.)
+    struct Fields {
         #[serde(default)]
         metrics: Option<BTreeMap<String, Figure>>,
-        /// Swarm's: each figure as a number; read first.
         #[serde(default)]
         metric_values: Option<BTreeMap<String, f64>>,
     }

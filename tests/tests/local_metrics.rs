@@ -29,7 +29,7 @@ async fn get_metrics(port: u16) -> Option<(String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_role_serves_its_metrics_on_the_port_it_was_given() {
     // Three consecutive ports that are free now (the roles bind them
-    // moments later; a clash is retried by the role, and shows here).
+    // moments later; a port taken in between fails the start, naming it).
     let base = loop {
         let first = swarm_testkit::free_port().unwrap();
         let free = (0..3).all(|i| {

@@ -24,6 +24,8 @@
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use swarm_agent::tools::TypedTool;
+use swarm_agent::tools::write::{WriteFile, WriteFileArgs};
 use swarm_agent::{
     AgentTask, ContextItem,
     agent_loop::{AgentEvent, AgentOutcome, answer_feedback},
@@ -455,14 +457,14 @@ pub fn submission(
 fn artifacts(steps: &[StepRecord]) -> Vec<String> {
     let mut paths: Vec<String> = Vec::new();
     for step in steps {
-        if step.is_error || step.tool.as_deref() != Some("write_file") {
+        if step.is_error || step.tool.as_deref() != Some(<WriteFile as TypedTool>::NAME) {
             continue;
         }
         let path = step
             .arguments
             .as_deref()
-            .and_then(|a| serde_json::from_str::<serde_json::Value>(a).ok())
-            .and_then(|v| v.get("path")?.as_str().map(str::to_owned));
+            .and_then(|a| serde_json::from_str::<WriteFileArgs>(a).ok())
+            .map(|args| args.path);
         if let Some(path) = path
             && !paths.contains(&path)
         {
