@@ -135,7 +135,7 @@ last_from = max(i for i, c in enumerate(cmds) if c.cmd == "FROM")
 users = [c.value[0] for c in cmds[last_from:] if c.cmd == "USER"]
 if not users or users[-1].split(":")[0] in ("root", "0"):
     sys.exit("deploy/Dockerfile: the runtime stage must run as a non-root USER")
-for b in ("boss", "manager", "worker", "swarm"):
+for b in ("boss", "manager", "worker", "gateway", "swarm"):
     if f"target/release/{b}" not in runs:
         sys.exit(f"deploy/Dockerfile: binary {b} is not copied")
 print(f"ok: {len(cmds)} instructions, {len(froms)} stages, user {users[-1]}")

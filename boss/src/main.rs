@@ -28,7 +28,7 @@ struct Cli {
     #[arg(long, env = "SWARM_MAX_TASKS")]
     max_tasks: Option<usize>,
     /// NATS users who may approve, deny and answer (comma-separated).
-    #[arg(long, env = "SWARM_APPROVERS", default_value = "client")]
+    #[arg(long, env = "SWARM_APPROVERS", default_value = "client,gateway")]
     approvers: String,
     /// NATS users who may record and close approval requests and questions (comma-separated).
     #[arg(long, env = "SWARM_DESK_WORKERS", default_value = "worker")]

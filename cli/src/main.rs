@@ -259,6 +259,10 @@ struct UpArgs {
     /// order (bosses, managers, workers); 0 serves none.
     #[arg(long, default_value_t = 9310)]
     metrics_port: u16,
+    /// Port on 127.0.0.1 of the A2A gateway (the swarm as an A2A v1.0
+    /// agent, docs/a2a.md); 0 runs none.
+    #[arg(long, default_value_t = 8080)]
+    a2a_port: u16,
 }
 
 fn options(
@@ -663,8 +667,12 @@ async fn run(command: Command, conn: &Connection) -> anyhow::Result<Exit> {
                 &args.workspace,
             )?;
             opts.metrics_base_port = (args.metrics_port != 0).then_some(args.metrics_port);
+            opts.gateway_port = (args.a2a_port != 0).then_some(args.a2a_port);
             let cluster = swarm_local::LocalCluster::start(opts).await?;
             println!("Swarm is up at {}", cluster.url());
+            if let Some(url) = cluster.gateway_url() {
+                println!("  A2A:     {url} (card: {url}/.well-known/agent-card.json)");
+            }
             println!("  logs:    {}", cluster.logs_dir().display());
             println!("  reports: {}", cluster.reports_dir().display());
             for (id, port) in cluster.metrics_endpoints() {
@@ -731,13 +739,18 @@ async fn run_demo(args: &ClusterArgs) -> anyhow::Result<Exit> {
         .with_context(|| format!("creating {}", data_dir.display()))?;
     let cwd = std::env::current_dir().context("the current directory")?;
     let setup = demo::prepare(&cwd, &data_dir)?;
-    let opts = options(args, data_dir, args.port, &setup.workspace)?;
+    let mut opts = options(args, data_dir, args.port, &setup.workspace)?;
+    // A free port: the demo must not fail because 8080 is taken.
+    opts.gateway_port = Some(0);
     let cluster = swarm_local::LocalCluster::start(opts).await?;
     println!(
         "local cluster up at {} (logs in {})",
         cluster.url(),
         cluster.logs_dir().display()
     );
+    if let Some(url) = cluster.gateway_url() {
+        println!("A2A agent: {url} (card: {url}/.well-known/agent-card.json)");
+    }
     println!(
         "workspace: {} ({})",
         setup.workspace.display(),

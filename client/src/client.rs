@@ -96,34 +96,7 @@ pub async fn watch(
     timeout: Duration,
     mut on_update: impl FnMut(&Update),
 ) -> anyhow::Result<FinalReport> {
-    let js = jetstream::new(client.clone());
-    let stream = js
-        .get_stream(subjects::A2AP_STREAM)
-        .await
-        .context("opening the A2AP stream (is the cluster set up?)")?;
-    // A cluster that has just formed (or lost a node) can time out the
-    // consumer's creation while its meta leader settles: such faults are
-    // retried, anything else is reported at once.
-    let follow = || async {
-        let consumer = stream
-            .create_consumer(pull::OrderedConfig {
-                filter_subject: subjects::swarm_events(swarm_id),
-                deliver_policy: DeliverPolicy::All,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| FollowFault {
-                transient: transient_consumer_fault(e.kind()),
-                error: e.into(),
-            })?;
-        consumer.messages().await.map_err(|e| FollowFault {
-            transient: true,
-            error: e.into(),
-        })
-    };
-    let mut messages = swarm_runtime::retry::retry(follow, |f| f.transient)
-        .await
-        .map_err(|f| f.error.context("following the swarm"))?;
+    let mut messages = follow(client, swarm_id, DeliverPolicy::All).await?;
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let next = tokio::time::timeout_at(deadline, messages.next())
@@ -148,37 +121,7 @@ pub async fn watch(
                 continue;
             }
         };
-        let headers = msg.headers.as_ref();
-        let update = match Subject::parse(&msg.subject) {
-            Some(Subject::Deploy { .. }) => {
-                swarm_runtime::wire::decode::<SwarmDeployment>(headers, &msg.payload)
-                    .ok()
-                    .map(|e| Update::Deployed {
-                        tasks: e.body.plan.tasks.into_iter().map(|t| t.task_id).collect(),
-                    })
-            }
-            Some(Subject::Progress { .. }) => {
-                swarm_runtime::wire::decode::<ProgressUpdate>(headers, &msg.payload)
-                    .ok()
-                    .map(|e| Update::Progress(e.body))
-            }
-            Some(Subject::Result { .. }) => {
-                swarm_runtime::wire::decode::<ResultSubmission>(headers, &msg.payload)
-                    .ok()
-                    .map(|e| Update::Result(e.body))
-            }
-            Some(Subject::Error { .. }) => {
-                swarm_runtime::wire::decode::<ErrorMessage>(headers, &msg.payload)
-                    .ok()
-                    .map(|e| Update::Error(e.body))
-            }
-            Some(Subject::Report { .. }) => {
-                swarm_runtime::wire::decode::<FinalReport>(headers, &msg.payload)
-                    .ok()
-                    .map(|e| Update::Report(Box::new(e.body)))
-            }
-            _ => None,
-        };
+        let update = update_of(&msg.subject, msg.headers.as_ref(), &msg.payload);
         let Some(update) = update else { continue };
         on_update(&update);
         match update {
@@ -191,6 +134,79 @@ pub async fn watch(
             }
             _ => {}
         }
+    }
+}
+
+/// The swarm's stored messages from `from` on (an ordered consumer on its
+/// events, which recreates itself after a lost heartbeat): what [`watch`]
+/// reads, and what the A2A gateway streams.
+pub async fn follow(
+    client: &Client,
+    swarm_id: &str,
+    from: DeliverPolicy,
+) -> anyhow::Result<pull::Ordered> {
+    let js = jetstream::new(client.clone());
+    let stream = js
+        .get_stream(subjects::A2AP_STREAM)
+        .await
+        .context("opening the A2AP stream (is the cluster set up?)")?;
+    // A cluster that has just formed (or lost a node) can time out the
+    // consumer's creation while its meta leader settles: such faults are
+    // retried, anything else is reported at once.
+    let follow = || async {
+        let consumer = stream
+            .create_consumer(pull::OrderedConfig {
+                filter_subject: subjects::swarm_events(swarm_id),
+                deliver_policy: from,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| FollowFault {
+                transient: transient_consumer_fault(e.kind()),
+                error: e.into(),
+            })?;
+        consumer.messages().await.map_err(|e| FollowFault {
+            transient: true,
+            error: e.into(),
+        })
+    };
+    swarm_runtime::retry::retry(follow, |f| f.transient)
+        .await
+        .map_err(|f| f.error.context("following the swarm"))
+}
+
+/// The update one stored message of a swarm is, or `None` for a message a
+/// watcher does not show (a control, an assignment, bytes that do not decode).
+pub fn update_of(subject: &str, headers: Option<&HeaderMap>, payload: &[u8]) -> Option<Update> {
+    match Subject::parse(subject) {
+        Some(Subject::Deploy { .. }) => {
+            swarm_runtime::wire::decode::<SwarmDeployment>(headers, payload)
+                .ok()
+                .map(|e| Update::Deployed {
+                    tasks: e.body.plan.tasks.into_iter().map(|t| t.task_id).collect(),
+                })
+        }
+        Some(Subject::Progress { .. }) => {
+            swarm_runtime::wire::decode::<ProgressUpdate>(headers, payload)
+                .ok()
+                .map(|e| Update::Progress(e.body))
+        }
+        Some(Subject::Result { .. }) => {
+            swarm_runtime::wire::decode::<ResultSubmission>(headers, payload)
+                .ok()
+                .map(|e| Update::Result(e.body))
+        }
+        Some(Subject::Error { .. }) => {
+            swarm_runtime::wire::decode::<ErrorMessage>(headers, payload)
+                .ok()
+                .map(|e| Update::Error(e.body))
+        }
+        Some(Subject::Report { .. }) => {
+            swarm_runtime::wire::decode::<FinalReport>(headers, payload)
+                .ok()
+                .map(|e| Update::Report(Box::new(e.body)))
+        }
+        _ => None,
     }
 }
 
@@ -490,6 +506,59 @@ pub async fn approvals(client: &Client, all: bool) -> anyhow::Result<Vec<Approva
     }
     out.sort_by_key(|r| r.requested_at);
     Ok(out)
+}
+
+/// The pending approval requests of one swarm, oldest first.
+pub async fn swarm_approvals(
+    client: &Client,
+    swarm_id: &str,
+) -> anyhow::Result<Vec<ApprovalRecord>> {
+    let js = jetstream::new(client.clone());
+    let store = js
+        .get_key_value(subjects::APPROVALS_BUCKET)
+        .await
+        .context("opening the approvals bucket")?;
+    let mut keys = store.keys().await.context("listing approvals")?;
+    let mut out = Vec::new();
+    while let Some(key) = keys.next().await {
+        let key = key.context("listing approvals")?;
+        let Some(r) = decode_entry::<ApprovalRecord>(&store, &key).await? else {
+            continue;
+        };
+        if r.status == ApprovalStatus::Pending && r.swarm_id.as_deref() == Some(swarm_id) {
+            out.push(r);
+        }
+    }
+    out.sort_by_key(|r| r.requested_at);
+    Ok(out)
+}
+
+/// The question task `task_id` of `swarm_id` asked, if it asked one.
+pub async fn question(
+    client: &Client,
+    swarm_id: &str,
+    task_id: &str,
+) -> anyhow::Result<Option<InputRecord>> {
+    if !subjects::is_token(swarm_id) || !subjects::is_token(task_id) {
+        bail!("{swarm_id:?}/{task_id:?} is not a swarm and task id");
+    }
+    let js = jetstream::new(client.clone());
+    let store = js
+        .get_key_value(subjects::INPUTS_BUCKET)
+        .await
+        .context("opening the inputs bucket")?;
+    match store
+        .get(format!("{swarm_id}.{task_id}"))
+        .await
+        .context("reading the inputs bucket")?
+    {
+        Some(bytes) => Ok(Some(
+            Codec::MsgPack
+                .decode(&bytes)
+                .context("decoding the question")?,
+        )),
+        None => Ok(None),
+    }
 }
 
 /// How long a decision or an answer waits for a boss to take it.

@@ -27,6 +27,10 @@ pub struct LocalCluster {
     pub managers: Vec<ManagedProcess>,
     /// Worker replicas (`worker-1`, ...).
     pub workers: Vec<ManagedProcess>,
+    /// The A2A gateway, when [`LocalOptions::gateway_port`] asks for one.
+    pub gateway: Option<ManagedProcess>,
+    /// The gateway's address.
+    gateway_addr: Option<std::net::SocketAddr>,
     opts: LocalOptions,
     /// The managers' key for assignment tokens, made for this cluster.
     token_key: String,
@@ -62,6 +66,7 @@ impl LocalCluster {
             ("boss", opts.bosses),
             ("manager", opts.managers),
             ("worker", opts.workers),
+            ("gateway", usize::from(opts.gateway_port.is_some())),
         ] {
             if count > 0 {
                 role_binary(&opts.bin_dir, role)?;
@@ -85,6 +90,8 @@ impl LocalCluster {
             bosses: Vec::new(),
             managers: Vec::new(),
             workers: Vec::new(),
+            gateway: None,
+            gateway_addr: None,
             opts,
             token_key: random_key()?,
             metrics: Vec::new(),
@@ -97,6 +104,9 @@ impl LocalCluster {
         }
         for _ in 0..cluster.opts.workers {
             cluster.spawn_worker(&[])?;
+        }
+        if let Some(port) = cluster.opts.gateway_port {
+            cluster.spawn_gateway(port)?;
         }
         cluster.wait_ready().await?;
         Ok(cluster)
@@ -166,6 +176,32 @@ impl LocalCluster {
         Ok(())
     }
 
+    /// Starts the A2A gateway on 127.0.0.1 at `port` (0: a free one).
+    fn spawn_gateway(&mut self, port: u16) -> anyhow::Result<()> {
+        let port = if port == 0 {
+            // Asked of the system and released: the gateway binds it next.
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .context("finding a free port for the gateway")?
+                .port()
+        } else {
+            port
+        };
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let mut args = self.common_args("gateway-1")?;
+        args.extend(["--listen".into(), addr.to_string().into()]);
+        let process = self.spawn_role("gateway", "gateway-1", args)?;
+        self.gateway = Some(process);
+        self.gateway_addr = Some(addr);
+        Ok(())
+    }
+
+    /// The gateway's base URL (its agent card is at
+    /// `<url>/.well-known/agent-card.json`), if one runs.
+    pub fn gateway_url(&self) -> Option<String> {
+        self.gateway_addr.map(|a| format!("http://{a}"))
+    }
+
     /// The flags every role gets; with metrics on, the next port for role
     /// `id`'s health server, recorded for [`Self::metrics_endpoints`].
     fn common_args(&mut self, id: &str) -> anyhow::Result<Vec<OsString>> {
@@ -228,6 +264,7 @@ impl LocalCluster {
             .iter_mut()
             .chain(self.managers.iter_mut())
             .chain(self.workers.iter_mut())
+            .chain(self.gateway.iter_mut())
     }
 
     /// Waits until [`ready::missing`] finds nothing missing, failing at
@@ -270,7 +307,14 @@ impl LocalCluster {
                 managers: !self.managers.is_empty(),
                 workers: !self.workers.is_empty(),
             };
-            let Some(missing) = ready::missing(&client, &expected).await else {
+            let mut missing = ready::missing(&client, &expected).await;
+            if missing.is_none()
+                && let Some(addr) = self.gateway_addr
+                && tokio::net::TcpStream::connect(addr).await.is_err()
+            {
+                missing = Some(format!("the A2A gateway on {addr}"));
+            }
+            let Some(missing) = missing else {
                 return Ok(());
             };
             if tokio::time::Instant::now() >= deadline {
@@ -290,7 +334,8 @@ impl LocalCluster {
         let processes = std::iter::once(self.nats.process())
             .chain(&self.bosses)
             .chain(&self.managers)
-            .chain(&self.workers);
+            .chain(&self.workers)
+            .chain(&self.gateway);
         let mut out = String::new();
         for p in processes {
             out.push_str(&format!(

@@ -49,6 +49,9 @@ pub struct LocalOptions {
     /// start (bosses, managers, workers, then replicas added later); `None`
     /// serves none.
     pub metrics_base_port: Option<u16>,
+    /// Run an A2A gateway on 127.0.0.1 at this port (0: a free one);
+    /// `None` runs none.
+    pub gateway_port: Option<u16>,
 }
 
 impl LocalOptions {
@@ -79,6 +82,7 @@ impl LocalOptions {
             nats_cpus: NatsCpus::Shared,
             ready_timeout: Duration::from_secs(30),
             metrics_base_port: None,
+            gateway_port: None,
         }
     }
 }

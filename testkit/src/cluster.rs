@@ -156,6 +156,7 @@ pub struct ClusterBuilder {
     ready_timeout: Option<Duration>,
     bin_dir: Option<PathBuf>,
     metrics_base_port: Option<u16>,
+    gateway: bool,
 }
 
 impl Default for ClusterBuilder {
@@ -169,6 +170,7 @@ impl Default for ClusterBuilder {
             ready_timeout: None,
             bin_dir: None,
             metrics_base_port: None,
+            gateway: false,
         }
     }
 }
@@ -218,6 +220,13 @@ impl ClusterBuilder {
         self
     }
 
+    /// Run an A2A gateway on a free port of 127.0.0.1 too
+    /// ([`LocalCluster::gateway_url`]).
+    pub fn gateway(mut self) -> Self {
+        self.gateway = true;
+        self
+    }
+
     /// Where the role binaries are (default: [`bin_dir()`]).
     pub fn bin_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.bin_dir = Some(dir.into());
@@ -247,6 +256,7 @@ impl ClusterBuilder {
             .chain(self.env)
             .collect();
         opts.metrics_base_port = self.metrics_base_port;
+        opts.gateway_port = self.gateway.then_some(0);
         if let Some(timeout) = self.ready_timeout {
             opts.ready_timeout = timeout;
         }

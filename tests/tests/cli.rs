@@ -801,6 +801,11 @@ async fn the_demo_completes_every_task_from_any_folder() {
         "{}",
         run.stdout
     );
+    assert!(
+        run.stdout.contains("A2A agent: http://127.0.0.1:"),
+        "the demo prints its A2A gateway:\n{}",
+        run.stdout
+    );
     assert!(!run.stdout.contains(" Failed"), "{}", run.stdout);
     let lines: Vec<&str> = run.stdout.lines().collect();
     let html = lines

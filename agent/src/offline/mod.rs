@@ -24,5 +24,5 @@ mod intent;
 mod planner;
 mod provider;
 
-pub use planner::{OFFLINE_PLANNER, offline_plan};
+pub use planner::{OFFLINE_PLANNER, PersonaOffer, offline_plan, personas};
 pub use provider::OfflineProvider;

@@ -161,6 +161,33 @@ fn persona_tools(p: &PersonaKind, tool_names: &[String]) -> Vec<String> {
     }
 }
 
+/// A persona the offline planner staffs, with the tools it gets of those
+/// that exist: what an agent card offers as a skill.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersonaOffer {
+    /// The persona's name.
+    pub name: &'static str,
+    /// What it does.
+    pub role: &'static str,
+    /// Its tools.
+    pub tools: Vec<String>,
+}
+
+/// Every persona the offline planner may staff given `tool_names`, the
+/// specialists first; a specialist left with no tool is left out.
+pub fn personas(tool_names: &[String]) -> Vec<PersonaOffer> {
+    SPECIALISTS
+        .iter()
+        .chain(std::iter::once(&GENERALIST))
+        .map(|p| PersonaOffer {
+            name: p.name,
+            role: p.role,
+            tools: persona_tools(p, tool_names),
+        })
+        .filter(|p| !p.tools.is_empty())
+        .collect()
+}
+
 /// Plans a mission without a model. Deterministic: the same mission and
 /// tools give the same plan.
 pub fn offline_plan(mission: &str, tool_names: &[String]) -> SwarmDeploymentPlan {

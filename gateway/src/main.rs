@@ -1,0 +1,107 @@
+//! The `gateway` binary: flags, logs, then the A2A server until SIGTERM or Ctrl-C.
+
+swarm_runtime::role_allocator!();
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Parser;
+use swarm_runtime::CommonArgs;
+
+/// A Swarm A2A gateway replica: the A2A v1.0 agent of the swarm (JSON-RPC
+/// and HTTP+JSON), stateless.
+#[derive(Debug, Parser)]
+#[command(name = "gateway", version, about)]
+struct Cli {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(flatten)]
+    health: swarm_runtime::health::HealthArgs,
+    /// Address the A2A server listens on.
+    #[arg(long, env = "SWARM_GATEWAY_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Base URL callers reach the gateway at, as the agent card names it
+    /// (behind a proxy or an ingress); default `http://<listen>`.
+    #[arg(long, env = "SWARM_GATEWAY_PUBLIC_URL")]
+    public_url: Option<String>,
+    /// The callers' tokens: `name:token` entries, comma- or line-separated.
+    #[arg(long, env = "SWARM_GATEWAY_TOKENS", hide_env_values = true)]
+    tokens: Option<String>,
+    /// A file of tokens in the same form (a mounted secret).
+    #[arg(long, env = "SWARM_GATEWAY_TOKENS_FILE")]
+    tokens_file: Option<PathBuf>,
+    /// Serve callers without tokens on an address other than loopback.
+    #[arg(long, env = "SWARM_GATEWAY_ALLOW_ANONYMOUS")]
+    allow_anonymous: bool,
+    /// The NATS user the gateway answers questions and decides approvals
+    /// as (the boss's SWARM_APPROVERS must name it).
+    #[arg(long, env = "SWARM_GATEWAY_DESK_USER", default_value = "gateway")]
+    desk_user: String,
+    /// Seconds a SendMessage without `returnImmediately` waits for its task
+    /// to end before answering with it as it stands.
+    #[arg(long, env = "SWARM_GATEWAY_SEND_WAIT", default_value_t = 30)]
+    send_wait: u64,
+    /// Largest mission accepted, in bytes (as the boss's).
+    #[arg(long, env = "SWARM_MAX_MISSION_BYTES")]
+    max_mission_bytes: Option<usize>,
+    /// Most tasks in one plan (as the boss's).
+    #[arg(long, env = "SWARM_MAX_TASKS")]
+    max_tasks: Option<usize>,
+    /// The optional tools the workers offer (same flags and variables as
+    /// the workers'), for the card's skills.
+    #[command(flatten)]
+    tools: swarm_agent::tools::ToolArgs,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let agent_id = swarm_runtime::start_role(&cli.common, &cli.health, "gateway").await?;
+    let mut tokens = String::new();
+    if let Some(t) = &cli.tokens {
+        tokens.push_str(t);
+        tokens.push('\n');
+    }
+    if let Some(path) = &cli.tokens_file {
+        tokens.push_str(
+            &std::fs::read_to_string(path)
+                .with_context(|| format!("reading the tokens file {}", path.display()))?,
+        );
+    }
+    let tokens = swarm_gateway::parse_tokens(&tokens)?;
+    if tokens.is_empty() && !cli.listen.ip().is_loopback() && !cli.allow_anonymous {
+        anyhow::bail!(
+            "the gateway would serve anyone on {}: give it tokens (SWARM_GATEWAY_TOKENS or \
+             --tokens-file), or pass --allow-anonymous",
+            cli.listen
+        );
+    }
+    let mut limits = swarm_common::Limits::default();
+    if let Some(n) = cli.max_mission_bytes {
+        limits.max_mission_bytes = n;
+    }
+    if let Some(n) = cli.max_tasks {
+        limits.max_tasks = n;
+    }
+    let client = cli.common.nats.connect(&agent_id).await?;
+    let bound = swarm_gateway::bind(swarm_gateway::GatewayConfig {
+        client,
+        listen: cli.listen,
+        public_url: cli.public_url,
+        tokens,
+        limits,
+        desk_user: cli.desk_user,
+        send_wait: std::time::Duration::from_secs(cli.send_wait),
+        tool_names: swarm_boss::worker_tool_names(&cli.tools),
+    })
+    .await?;
+    tracing::info!(
+        listen = %bound.local_addr,
+        url = %bound.public_url,
+        %agent_id,
+        "A2A gateway serving; its card is at {}/.well-known/agent-card.json",
+        bound.public_url
+    );
+    swarm_gateway::serve(bound, swarm_runtime::shutdown::signal()).await
+}

@@ -1,0 +1,209 @@
+//! Streams of a task (`SendStreamingMessage`, `SubscribeToTask`): the task
+//! as it stands first, then a status update for each progress, result and
+//! error the swarm stores, and at its end every artifact and the terminal
+//! status, after which the stream closes.
+//!
+//! A stream reads the swarm's stored messages from just after the stream's
+//! last sequence at the time the snapshot was read, so nothing falls between
+//! the snapshot and the updates (an update may repeat what the snapshot
+//! already showed, never miss something). A subscriber that reconnects gets
+//! a fresh snapshot and goes on from there: it misses nothing either.
+
+use futures::{Stream, StreamExt};
+use serde_json::{Map, Value, json};
+use swarm_client::client::Update;
+use tokio::sync::mpsc;
+
+use crate::error::A2aError;
+use crate::mapping::{self, Shape};
+use crate::swarms::{Caller, Swarms};
+use crate::types::{
+    StreamResponse, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
+};
+
+/// Events a slow reader may fall behind by before the stream waits for it.
+const BUFFER: usize = 64;
+
+/// Opens the stream of task `id`. A task that has ended is refused when
+/// `refuse_ended` (`SubscribeToTask`); otherwise (`SendStreamingMessage`)
+/// its stream is the task alone.
+pub async fn open(
+    swarms: Swarms,
+    caller: Caller,
+    id: String,
+    refuse_ended: bool,
+) -> Result<impl Stream<Item = StreamResponse> + Send + 'static, A2aError> {
+    let after = swarms.last_sequence().await?;
+    let first = swarms.task(&caller, &id, Shape::FULL).await?;
+    if refuse_ended && first.status.state.is_terminal() {
+        return Err(A2aError::new(
+            crate::error::ErrorKind::UnsupportedOperation,
+            format!(
+                "task {id} has ended ({:?}); read it with GetTask",
+                first.status.state
+            ),
+        )
+        .with("taskId", id));
+    }
+    let ended = first.status.state.is_terminal();
+    let updates = if ended {
+        None
+    } else {
+        Some(swarms.updates(&id, after).await?)
+    };
+    let (tx, rx) = mpsc::channel(BUFFER);
+    let context_id = first.context_id.clone();
+    tokio::spawn(async move {
+        if tx.send(StreamResponse::Task(first)).await.is_err() {
+            return;
+        }
+        let Some(updates) = updates else { return };
+        let mut updates = std::pin::pin!(updates);
+        let mut state = TaskState::Working;
+        while let Some(update) = updates.next().await {
+            let ends = matches!(&update, Update::Report(_))
+                || matches!(&update, Update::Error(e) if e.task_id.is_none());
+            if ends {
+                // The end: the artifacts and the terminal status, read back
+                // as GetTask shows them.
+                let events = match swarms.view(&caller, &id).await {
+                    Ok(view) => finish(&view),
+                    Err(e) => {
+                        tracing::warn!(error = %e, task = %id, "reading the ended task");
+                        return;
+                    }
+                };
+                for event in events {
+                    if tx.send(event).await.is_err() {
+                        return;
+                    }
+                }
+                return;
+            }
+            let Some((next, text, metadata)) = describe(&update) else {
+                continue;
+            };
+            state = next.unwrap_or(match state {
+                // A progress after a question means it was answered.
+                TaskState::InputRequired => TaskState::Working,
+                s => s,
+            });
+            let event = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+                task_id: id.clone(),
+                context_id: context_id.clone(),
+                status: TaskStatus {
+                    state,
+                    message: Some(mapping::agent_message(
+                        &id,
+                        &context_id,
+                        &format!("update-{}", uuid::Uuid::new_v4().simple()),
+                        text,
+                    )),
+                    timestamp: Some(
+                        chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                    ),
+                },
+                metadata: Some(metadata),
+            });
+            if tx.send(event).await.is_err() {
+                // The client went away: stop following.
+                return;
+            }
+        }
+    });
+    Ok(futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (e, rx))
+    }))
+}
+
+/// The state an update moves the task to (`None`: unchanged), what to say,
+/// and which swarm task it concerns.
+fn describe(update: &Update) -> Option<(Option<TaskState>, String, Map<String, Value>)> {
+    let mut meta = Map::new();
+    match update {
+        Update::Deployed { tasks } => {
+            meta.insert("tasks".into(), json!(tasks));
+            Some((
+                Some(TaskState::Working),
+                format!("The swarm is deployed with {} tasks.", tasks.len()),
+                meta,
+            ))
+        }
+        Update::Progress(p) => {
+            meta.insert("taskId".into(), json!(p.task_id));
+            meta.insert("taskStatus".into(), json!(format!("{:?}", p.status)));
+            meta.insert("progress".into(), json!(p.progress_percentage));
+            meta.insert("attempt".into(), json!(p.attempt));
+            let state = if p.status == swarm_common::TaskStatus::InputRequired {
+                Some(TaskState::InputRequired)
+            } else {
+                None
+            };
+            Some((
+                state,
+                format!(
+                    "Task {} ({:?}, {}%): {}",
+                    p.task_id, p.status, p.progress_percentage, p.message
+                ),
+                meta,
+            ))
+        }
+        Update::Result(r) => {
+            meta.insert("taskId".into(), json!(r.task_id));
+            meta.insert("resultStatus".into(), json!(format!("{:?}", r.status)));
+            Some((
+                None,
+                format!(
+                    "Task {} submitted its result ({:?}); the manager reviews it.",
+                    r.task_id, r.status
+                ),
+                meta,
+            ))
+        }
+        Update::Error(e) => {
+            if let Some(t) = &e.task_id {
+                meta.insert("taskId".into(), json!(t));
+            }
+            meta.insert("errorCode".into(), json!(format!("{:?}", e.error.code)));
+            Some((
+                None,
+                format!(
+                    "Task {}: {}",
+                    e.task_id.as_deref().unwrap_or("?"),
+                    e.error.message
+                ),
+                meta,
+            ))
+        }
+        Update::Report(_) => None,
+    }
+}
+
+/// The last events of a stream: each artifact, then the final status (or,
+/// when the swarm has not quite ended in what JetStream holds, its status
+/// as it stands).
+fn finish(view: &mapping::SwarmView) -> Vec<StreamResponse> {
+    let task = mapping::task_of(view, Shape::FULL);
+    let mut out: Vec<StreamResponse> = task
+        .artifacts
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|artifact| {
+            StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                task_id: task.id.clone(),
+                context_id: task.context_id.clone(),
+                artifact,
+                append: false,
+                last_chunk: true,
+            })
+        })
+        .collect();
+    out.push(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+        task_id: task.id.clone(),
+        context_id: task.context_id.clone(),
+        status: task.status.clone(),
+        metadata: task.metadata.clone(),
+    }));
+    out
+}

@@ -1,0 +1,248 @@
+//! The A2A gateway against the Python `a2a-sdk`'s own client, over both of
+//! its bindings (JSON-RPC and HTTP+JSON): the card, missions to their end
+//! (completed with artifacts, failed with the reason, cancelled), streams,
+//! listing, the spec's errors, a task waiting for a person answered by a
+//! message, and callers without a valid token refused
+//! (`tests/python/a2a_client.py` holds the client's side).
+//!
+//! The SDK is installed with `pip install --target .python a2a-sdk` (as
+//! `.ci/run` does); without it the tests say so and pass, unless `CI` is
+//! set, when they fail.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::json;
+use swarm_testkit::{Cluster, Match, MockLlm, Reply, Rule};
+
+/// A caller's token, as the gateway is given it.
+const TOKEN: &str = "a2a-test-token-0123456789";
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The PYTHONPATH with `.python` first, or `None` (after saying why) when
+/// the SDK is not importable and CI is not set.
+fn python_path() -> Option<std::ffi::OsString> {
+    let local = repo().join(".python");
+    let path = std::env::join_paths(
+        std::iter::once(local).chain(std::env::var_os("PYTHONPATH").map(PathBuf::from)),
+    )
+    .expect("a PYTHONPATH");
+    let ready = Command::new("python3")
+        .env("PYTHONPATH", &path)
+        .args(["-c", "import a2a.client, httpx"])
+        .output();
+    match ready {
+        Ok(out) if out.status.success() => Some(path),
+        other => {
+            let why = match other {
+                Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
+                Err(e) => e.to_string(),
+            };
+            let how = "pip install --target .python 'a2a-sdk[http-server]==1.3.0'";
+            if std::env::var_os("CI").is_some() {
+                panic!(
+                    "CI is set, so the a2a-sdk client must run, but: {why}; install with `{how}`"
+                );
+            }
+            eprintln!(
+                "skipped: the Python a2a-sdk is not importable ({why}); install with `{how}`"
+            );
+            None
+        }
+    }
+}
+
+/// Runs the client script; panics with its output and the logs on failure.
+async fn run_client(cluster: &Cluster, path: &std::ffi::OsStr, args: &[&str]) {
+    let url = cluster.gateway_url().expect("the cluster runs a gateway");
+    let script = repo().join("tests/python/a2a_client.py");
+    let mut command = tokio::process::Command::new("python3");
+    command
+        .env("PYTHONPATH", path)
+        .arg(&script)
+        .arg(&url)
+        .args(args)
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(240), command.output())
+        .await
+        .unwrap_or_else(|_| panic!("the A2A client did not finish\n{}", cluster.log_tails()))
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.trim_end().ends_with("done"),
+        "the A2A client failed ({}):\n{stdout}\n{stderr}\n{}",
+        out.status,
+        cluster.log_tails()
+    );
+}
+
+async fn gateway_cluster() -> Cluster {
+    Cluster::builder()
+        .managers(1)
+        .workers(2)
+        .gateway()
+        .env("SWARM_GATEWAY_TOKENS", format!("tester:{TOKEN}"))
+        .start()
+        .await
+        .expect("the cluster starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_client_runs_missions_over_json_rpc() {
+    let Some(path) = python_path() else { return };
+    let cluster = gateway_cluster().await;
+    run_client(&cluster, &path, &[TOKEN, "JSONRPC", "core"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_client_runs_missions_over_http_json() {
+    let Some(path) = python_path() else { return };
+    let cluster = gateway_cluster().await;
+    run_client(&cluster, &path, &[TOKEN, "HTTP+JSON", "core"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_asks_a_person_is_answered_by_a_message_on_it() {
+    let Some(path) = python_path() else { return };
+    let llm = MockLlm::start().await;
+    llm.add(
+        Rule::new(
+            "answered",
+            Match::new()
+                .system_contains("You test Swarm.")
+                .last_user_contains("A person answered"),
+        )
+        .then_always(Reply::text("painted it blue")),
+    );
+    llm.add(
+        Rule::new("asking", Match::new().system_contains("You test Swarm.")).then_always(
+            Reply::tool_call(
+                "request_input",
+                json!({"question": "Which colour should the shed be?"}),
+            ),
+        ),
+    );
+    let mut builder = Cluster::builder().managers(1).workers(1).gateway();
+    for (k, v) in llm.openai_env("test-model") {
+        // Only the worker asks the model; the boss and manager stay offline.
+        if k == "SWARM_PROVIDER" {
+            builder = builder.env("SWARM_WORKER_PROVIDER", v);
+        } else {
+            builder = builder.env(k, v);
+        }
+    }
+    // Anonymous callers (loopback): the gateway answers at the desk as
+    // its own user, which the boss accepts by default.
+    let cluster = builder.start().await.expect("the cluster starts");
+    let plan = json!({
+        "plan": common::plan(vec![common::task("paint", "Paint the shed", &[])]),
+    });
+    run_client(
+        &cluster,
+        &path,
+        &["", "HTTP+JSON", "input", &plan.to_string()],
+    )
+    .await;
+}
+
+/// The gateway's own errors, by plain HTTP: what a client that is not the
+/// SDK sees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_the_spec_errors_in_each_binding() {
+    let cluster = Cluster::builder()
+        .managers(1)
+        .workers(1)
+        .gateway()
+        .start()
+        .await
+        .expect("the cluster starts");
+    let url = cluster.gateway_url().unwrap();
+    let addr = url.trim_start_matches("http://").to_owned();
+    let call = |method: &str, path: &str, headers: &[(&str, &str)], body: &str| {
+        let mut request =
+            format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+        for (k, v) in headers {
+            request.push_str(&format!("{k}: {v}\r\n"));
+        }
+        request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+        let addr = addr.clone();
+        async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            s.write_all(request.as_bytes()).await.unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).await.unwrap();
+            let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+            let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
+            (status, body.to_owned())
+        }
+    };
+    let v1 = [("A2A-Version", "1.0"), ("Content-Type", "application/json")];
+    let rpc = |body: &str| call("POST", "/", &v1, body);
+
+    let (status, body) = rpc("{not json").await;
+    assert_eq!(status, 200);
+    assert!(body.contains("-32700"), "{body}");
+    let (_, body) = rpc(r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}"#).await;
+    assert!(
+        body.contains("-32601"),
+        "a 0.3 method name is not a 1.0 method: {body}"
+    );
+    let (_, body) =
+        rpc(r#"{"jsonrpc":"2.0","id":"a","method":"GetTask","params":{"id":"nope"}}"#).await;
+    assert!(
+        body.contains("-32001") && body.contains("TASK_NOT_FOUND"),
+        "{body}"
+    );
+    let (_, body) = rpc(r#"{"jsonrpc":"2.0","id":2,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"url":"https://example.com/a.pdf"}]}}}"#).await;
+    assert!(body.contains("-32005"), "{body}");
+    let (_, body) = rpc(r#"{"jsonrpc":"2.0","id":3,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[]}}}"#).await;
+    assert!(body.contains("-32602"), "{body}");
+    let (_, body) =
+        rpc(r#"{"jsonrpc":"2.0","id":4,"method":"CreateTaskPushNotificationConfig","params":{}}"#)
+            .await;
+    assert!(body.contains("-32003"), "{body}");
+    // Deeply nested JSON is refused, and the gateway stays up.
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let (_, body) = rpc(&deep).await;
+    assert!(body.contains("-32700"), "{}", &body[..body.len().min(300)]);
+    // No version header means 0.3, which is not served.
+    let (_, body) = call(
+        "POST",
+        "/",
+        &[],
+        r#"{"jsonrpc":"2.0","id":5,"method":"GetTask","params":{"id":"x"}}"#,
+    )
+    .await;
+    assert!(
+        body.contains("-32009") && body.contains("A2A-Version"),
+        "{body}"
+    );
+
+    let (status, body) = call("GET", "/tasks/nope", &v1, "").await;
+    assert_eq!(status, 404);
+    assert!(body.contains("\"reason\":\"TASK_NOT_FOUND\""), "{body}");
+    let (status, body) = call("POST", "/tasks/nope:cancel", &v1, "").await;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = call("GET", "/tasks?status=TASK_STATE_BORED", &v1, "").await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = call("GET", "/elsewhere", &v1, "").await;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = call("GET", "/.well-known/agent-card.json", &[], "").await;
+    assert_eq!(status, 200);
+    let card: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(card["supportedInterfaces"][0]["url"], url.as_str());
+    assert!(
+        card.get("securitySchemes").is_none(),
+        "anonymous on loopback: {card}"
+    );
+    let mut cluster = cluster;
+    common::assert_all_running(&mut cluster);
+}
