@@ -66,13 +66,23 @@ pub async fn open(
             if ends {
                 // The end: the artifacts and the terminal status, read back
                 // as GetTask shows them.
-                let events = match swarms.view(&caller, &id).await {
-                    Ok(view) => finish(&view),
-                    Err(e) => {
-                        tracing::warn!(error = %e, task = %id, "reading the ended task");
-                        return;
+                // The boss records a failed planning just after publishing
+                // its error: read until the task shows its end (briefly).
+                let mut events = Vec::new();
+                for _ in 0..50 {
+                    match swarms.view(&caller, &id).await {
+                        Ok(view) => events = finish(&view),
+                        Err(e) => {
+                            tracing::warn!(error = %e, task = %id, "reading the ended task");
+                            return;
+                        }
                     }
-                };
+                    let ended = matches!(events.last(), Some(StreamResponse::StatusUpdate(u)) if u.status.state.is_terminal());
+                    if ended {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
                 for event in events {
                     if tx.send(event).await.is_err() {
                         return;
