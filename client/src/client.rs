@@ -178,34 +178,21 @@ pub async fn follow(
 /// The update one stored message of a swarm is, or `None` for a message a
 /// watcher does not show (a control, an assignment, bytes that do not decode).
 pub fn update_of(subject: &str, headers: Option<&HeaderMap>, payload: &[u8]) -> Option<Update> {
-    match Subject::parse(subject) {
-        Some(Subject::Deploy { .. }) => {
-            swarm_runtime::wire::decode::<SwarmDeployment>(headers, payload)
-                .ok()
-                .map(|e| Update::Deployed {
-                    tasks: e.body.plan.tasks.into_iter().map(|t| t.task_id).collect(),
-                })
+    fn body<T: swarm_common::Payload>(headers: Option<&HeaderMap>, payload: &[u8]) -> Option<T> {
+        swarm_runtime::wire::decode::<T>(headers, payload)
+            .ok()
+            .map(|e| e.body)
+    }
+    match Subject::parse(subject)? {
+        Subject::Deploy { .. } => {
+            body::<SwarmDeployment>(headers, payload).map(|d| Update::Deployed {
+                tasks: d.plan.tasks.into_iter().map(|t| t.task_id).collect(),
+            })
         }
-        Some(Subject::Progress { .. }) => {
-            swarm_runtime::wire::decode::<ProgressUpdate>(headers, payload)
-                .ok()
-                .map(|e| Update::Progress(e.body))
-        }
-        Some(Subject::Result { .. }) => {
-            swarm_runtime::wire::decode::<ResultSubmission>(headers, payload)
-                .ok()
-                .map(|e| Update::Result(e.body))
-        }
-        Some(Subject::Error { .. }) => {
-            swarm_runtime::wire::decode::<ErrorMessage>(headers, payload)
-                .ok()
-                .map(|e| Update::Error(e.body))
-        }
-        Some(Subject::Report { .. }) => {
-            swarm_runtime::wire::decode::<FinalReport>(headers, payload)
-                .ok()
-                .map(|e| Update::Report(Box::new(e.body)))
-        }
+        Subject::Progress { .. } => body(headers, payload).map(Update::Progress),
+        Subject::Result { .. } => body(headers, payload).map(Update::Result),
+        Subject::Error { .. } => body(headers, payload).map(Update::Error),
+        Subject::Report { .. } => body(headers, payload).map(|r| Update::Report(Box::new(r))),
         _ => None,
     }
 }

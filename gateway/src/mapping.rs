@@ -51,6 +51,16 @@ impl Origin {
         )
     }
 
+    /// The context of swarm `swarm_id` started from `mission_id`: the one
+    /// its first message named, else the swarm itself.
+    pub fn context_of(mission_id: Option<&str>, swarm_id: &str) -> String {
+        mission_id
+            .and_then(Origin::of_mission_id)
+            .map(|o| o.context_id)
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(|| swarm_id.to_owned())
+    }
+
     /// The origin a mission id records, if the gateway made it.
     pub fn of_mission_id(mission_id: &str) -> Option<Origin> {
         let rest = mission_id.strip_prefix(MISSION_ID_PREFIX)?;
@@ -178,10 +188,12 @@ impl SwarmView {
 
     /// The task's context: the one its first message named, else the swarm.
     pub fn context_id(&self) -> String {
-        self.origin()
-            .map(|o| o.context_id)
-            .filter(|c| !c.is_empty())
-            .unwrap_or_else(|| self.swarm_id.clone())
+        Origin::context_of(
+            self.record
+                .as_ref()
+                .and_then(|r| r.request.mission_id.as_deref()),
+            &self.swarm_id,
+        )
     }
 }
 

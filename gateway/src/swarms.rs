@@ -368,16 +368,9 @@ impl Swarms {
                     .is_some_and(|o| &o.caller == name),
             })
             .filter(|r| {
-                request.context_id.is_empty() || {
-                    let context = r
-                        .mission_id
-                        .as_deref()
-                        .and_then(Origin::of_mission_id)
-                        .map(|o| o.context_id)
-                        .filter(|c| !c.is_empty())
-                        .unwrap_or_else(|| r.swarm_id.clone());
-                    context == request.context_id
-                }
+                request.context_id.is_empty()
+                    || Origin::context_of(r.mission_id.as_deref(), &r.swarm_id)
+                        == request.context_id
             })
             .filter(|r| after.is_none_or(|t| r.ended_at.unwrap_or(r.accepted_at) > t))
             .collect();
