@@ -6,10 +6,13 @@
 #   k8s/overlays/<overlay>/secrets/nats-passwords.env   Secret nats-passwords
 #       NATS_ADMIN_PASSWORD (`swarm setup`), NATS_BOSS_PASSWORD,
 #       NATS_MANAGER_PASSWORD, NATS_WORKER_PASSWORD, NATS_APPROVER_PASSWORD,
-#       NATS_CLIENT_PASSWORD (the users), NATS_ROUTE_PASSWORD (the routes
-#       between NATS nodes)
+#       NATS_CLIENT_PASSWORD, NATS_GATEWAY_PASSWORD (the users),
+#       NATS_ROUTE_PASSWORD (the routes between NATS nodes)
 #   k8s/overlays/<overlay>/secrets/llm-keys.env         Secret llm-keys
 #       OPENAI_API_KEY, ANTHROPIC_API_KEY: empty; fill in the ones you use
+#   k8s/overlays/<overlay>/secrets/gateway-tokens.env   Secret gateway-tokens
+#       SWARM_GATEWAY_TOKENS: the A2A gateway's callers, `name:token`
+#       entries separated by commas; one caller, `a2a`, to begin with
 #
 # A value already in a file is kept, unless it is empty or a known
 # placeholder (`change-me`, `placeholder`); a missing one is added. So the
@@ -31,7 +34,9 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 readonly PASSWORDS=(NATS_ADMIN_PASSWORD NATS_BOSS_PASSWORD NATS_MANAGER_PASSWORD
-    NATS_WORKER_PASSWORD NATS_CLIENT_PASSWORD NATS_APPROVER_PASSWORD NATS_ROUTE_PASSWORD)
+    NATS_WORKER_PASSWORD NATS_CLIENT_PASSWORD NATS_APPROVER_PASSWORD NATS_GATEWAY_PASSWORD
+    NATS_ROUTE_PASSWORD)
+readonly TOKENS=(SWARM_GATEWAY_TOKENS)
 readonly LLM_KEYS=(OPENAI_API_KEY ANTHROPIC_API_KEY)
 
 log() { echo "secrets.sh: $*" >&2; }
@@ -103,10 +108,14 @@ update_file() {
         while IFS= read -r line || [[ -n "$line" ]]; do
             name="${line%%=*}"
             value="${line#*=}"
-            if [[ "$kind" == passwords && "$line" == *=* && " ${names[*]} " == *" $name "* ]]; then
+            if [[ "$kind" != llm && "$line" == *=* && " ${names[*]} " == *" $name "* ]]; then
                 if [[ " ${rotate[*]} " == *" $name "* ]] || unusable "$value"; then
                     password="$(random_password)"
-                    line="$name=$password"
+                    if [[ "$kind" == tokens ]]; then
+                        line="$name=a2a:$password"
+                    else
+                        line="$name=$password"
+                    fi
                     changed+=("$name")
                 fi
             fi
@@ -126,6 +135,9 @@ update_file() {
         if [[ "$kind" == passwords ]]; then
             password="$(random_password)"
             printf '%s=%s\n' "$name" "$password" >>"$tmp"
+        elif [[ "$kind" == tokens ]]; then
+            password="$(random_password)"
+            printf '%s=a2a:%s\n' "$name" "$password" >>"$tmp"
         else
             printf '%s=\n' "$name" >>"$tmp"
         fi
@@ -151,4 +163,5 @@ for overlay in "${overlays[@]}"; do
     mkdir -p "$dir/secrets"
     update_file "$dir/secrets/nats-passwords.env" passwords "${PASSWORDS[@]}"
     update_file "$dir/secrets/llm-keys.env" llm "${LLM_KEYS[@]}"
+    update_file "$dir/secrets/gateway-tokens.env" tokens "${TOKENS[@]}"
 done

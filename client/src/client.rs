@@ -761,6 +761,7 @@ pub async fn gc(client: &Client, swarm_id: &str) -> anyhow::Result<Collected> {
         (subjects::JOURNAL_BUCKET, format!("{swarm_id}.>")),
         (subjects::MEMORY_BUCKET, format!("{swarm_id}.>")),
         (subjects::INPUTS_BUCKET, format!("{swarm_id}.>")),
+        (subjects::PUSH_BUCKET, swarm_id.to_string()),
     ] {
         collected.entries +=
             purge(format!("KV_{bucket}"), format!("$KV.{bucket}.{filter}")).await?;

@@ -67,11 +67,17 @@ pub const MEMORY_BUCKET: &str = "memory";
 pub const MISSIONS_BUCKET: &str = "missions";
 /// Object store of rendered reports.
 pub const REPORTS_BUCKET: &str = "reports";
+/// KV bucket of the A2A gateway's push notification configs, one key per
+/// swarm id (the A2A task id).
+pub const PUSH_BUCKET: &str = "a2a-push";
 
 /// Durable consumer the boss replicas share to plan accepted missions.
 pub const PLANNER_CONSUMER: &str = "boss-planner";
 /// Durable consumer the boss replicas share to render final reports.
 pub const REPORTS_CONSUMER: &str = "boss-reports";
+/// Durable consumer the A2A gateway replicas share to push task updates
+/// to webhooks.
+pub const PUSH_CONSUMER: &str = "gateway-push";
 /// Durable consumer the manager replicas share for swarm events.
 pub const MANAGER_CONSUMER: &str = "manager";
 /// Priority group of [`MANAGER_CONSUMER`]: the server pins it to one replica
@@ -87,6 +93,18 @@ pub fn manager_filters() -> Vec<String> {
         "a2ap.*.control".into(),
         "a2ap.*.ask.*".into(),
         "a2ap.*.replan.*".into(),
+    ]
+}
+
+/// Subjects the gateway's push notifications read: what a watcher of a
+/// swarm is shown (deployments, progress, results, errors, reports).
+pub fn push_filters() -> Vec<String> {
+    vec![
+        "a2ap.*.deploy".into(),
+        "a2ap.*.progress.*".into(),
+        "a2ap.*.result.*".into(),
+        "a2ap.*.error".into(),
+        REPORT_FILTER.into(),
     ]
 }
 

@@ -185,7 +185,7 @@ pub fn card(inputs: &CardInputs) -> AgentCard {
         version: env!("CARGO_PKG_VERSION").into(),
         capabilities: AgentCapabilities {
             streaming: true,
-            push_notifications: false,
+            push_notifications: true,
             extended_agent_card: false,
         },
         security_schemes,

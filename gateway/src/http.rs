@@ -26,8 +26,9 @@ use crate::error::{A2aError, ErrorKind, SUPPORTED_VERSIONS};
 use crate::mapping::Shape;
 use crate::swarms::{Caller, Swarms};
 use crate::types::{
-    CancelTaskRequest, GetTaskRequest, ListTasksRequest, SendMessageRequest,
-    SubscribeToTaskRequest, TaskState,
+    CancelTaskRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest, ListTasksRequest,
+    SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
+    TaskPushNotificationConfigRequest, TaskState,
 };
 
 /// The media type of the HTTP+JSON binding.
@@ -56,11 +57,11 @@ pub fn router(gateway: Gateway, body_limit: usize) -> Router {
         .route("/tasks/{id}", get(rest_get_task).post(rest_post_task))
         .route(
             "/tasks/{id}/pushNotificationConfigs",
-            get(rest_push).post(rest_push),
+            get(rest_push_list).post(rest_push_create),
         )
         .route(
             "/tasks/{id}/pushNotificationConfigs/{config}",
-            get(rest_push).delete(rest_push),
+            get(rest_push_get).delete(rest_push_delete),
         )
         .route("/extendedAgentCard", get(rest_extended_card))
         .route("/reports/{file}", get(report_html))
@@ -303,24 +304,38 @@ async fn rpc_call(
             let task = g.swarms.cancel(caller, &request.id).await?;
             Ok(rpc_result(id, to_json(&task)))
         }
-        "CreateTaskPushNotificationConfig"
-        | "GetTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => Err(push_not_supported()),
+        "CreateTaskPushNotificationConfig" => {
+            let config: TaskPushNotificationConfig = parse(params)?;
+            let task_id = config.task_id.clone();
+            let made = g.swarms.push_create(caller, &task_id, config).await?;
+            Ok(rpc_result(id, to_json(&made)))
+        }
+        "GetTaskPushNotificationConfig" => {
+            let request: TaskPushNotificationConfigRequest = parse(params)?;
+            let config = g
+                .swarms
+                .push_get(caller, &request.task_id, &request.id)
+                .await?;
+            Ok(rpc_result(id, to_json(&config)))
+        }
+        "ListTaskPushNotificationConfigs" => {
+            let request: ListTaskPushNotificationConfigsRequest = parse(params)?;
+            let page = g.swarms.push_list(caller, &request.task_id).await?;
+            Ok(rpc_result(id, to_json(&page)))
+        }
+        "DeleteTaskPushNotificationConfig" => {
+            let request: TaskPushNotificationConfigRequest = parse(params)?;
+            g.swarms
+                .push_delete(caller, &request.task_id, &request.id)
+                .await?;
+            Ok(rpc_result(id, json!({})))
+        }
         "GetExtendedAgentCard" => Err(no_extended_card()),
         other => Err(A2aError::new(
             ErrorKind::MethodNotFound,
             format!("no method {other:?}"),
         )),
     }
-}
-
-fn push_not_supported() -> A2aError {
-    A2aError::new(
-        ErrorKind::PushNotificationNotSupported,
-        "push notifications are not served by this agent (its card says so); follow a task \
-         with SubscribeToTask or GetTask",
-    )
 }
 
 fn no_extended_card() -> A2aError {
@@ -495,11 +510,59 @@ async fn rest_post_task(
     run.await.unwrap_or_else(|e| rest_error(&e))
 }
 
-async fn rest_push(State(g): State<Shared>, headers: HeaderMap) -> Response {
-    rest(|| {
-        admit(&g, &headers)?;
-        Err(push_not_supported())
-    })
+/// `POST /tasks/{id}/pushNotificationConfigs`: the body is the config.
+async fn rest_push_create(
+    State(g): State<Shared>,
+    headers: HeaderMap,
+    Path(task_id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let run = async {
+        let caller = admit(&g, &headers)?;
+        let config: TaskPushNotificationConfig = parse(body_json(&body)?)?;
+        let made = g.swarms.push_create(&caller, &task_id, config).await?;
+        Ok::<_, A2aError>(rest_ok(to_json(&made)))
+    };
+    run.await.unwrap_or_else(|e| rest_error(&e))
+}
+
+async fn rest_push_list(
+    State(g): State<Shared>,
+    headers: HeaderMap,
+    Path(task_id): Path<String>,
+) -> Response {
+    let run = async {
+        let caller = admit(&g, &headers)?;
+        let page = g.swarms.push_list(&caller, &task_id).await?;
+        Ok::<_, A2aError>(rest_ok(to_json(&page)))
+    };
+    run.await.unwrap_or_else(|e| rest_error(&e))
+}
+
+async fn rest_push_get(
+    State(g): State<Shared>,
+    headers: HeaderMap,
+    Path((task_id, id)): Path<(String, String)>,
+) -> Response {
+    let run = async {
+        let caller = admit(&g, &headers)?;
+        let config = g.swarms.push_get(&caller, &task_id, &id).await?;
+        Ok::<_, A2aError>(rest_ok(to_json(&config)))
+    };
+    run.await.unwrap_or_else(|e| rest_error(&e))
+}
+
+async fn rest_push_delete(
+    State(g): State<Shared>,
+    headers: HeaderMap,
+    Path((task_id, id)): Path<(String, String)>,
+) -> Response {
+    let run = async {
+        let caller = admit(&g, &headers)?;
+        g.swarms.push_delete(&caller, &task_id, &id).await?;
+        Ok::<_, A2aError>(rest_ok(json!({})))
+    };
+    run.await.unwrap_or_else(|e| rest_error(&e))
 }
 
 async fn rest_extended_card(State(g): State<Shared>, headers: HeaderMap) -> Response {

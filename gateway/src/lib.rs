@@ -18,12 +18,14 @@
 //! - [`card`]: the agent card;
 //! - [`swarms`]: the operations, over NATS;
 //! - [`stream`]: SSE streams of a task;
+//! - [`push`]: webhooks and their delivery;
 //! - [`http`]: the router.
 
 pub mod card;
 pub mod error;
 pub mod http;
 pub mod mapping;
+pub mod push;
 pub mod stream;
 pub mod swarms;
 pub mod types;
@@ -54,6 +56,8 @@ pub struct GatewayConfig {
     pub send_wait: Duration,
     /// The tools the workers offer (the card's skills).
     pub tool_names: Vec<String>,
+    /// Take webhooks on private and loopback addresses.
+    pub push_allow_private: bool,
 }
 
 /// Parses tokens: `name:secret` entries separated by commas or new lines
@@ -88,6 +92,8 @@ pub struct Bound {
     pub local_addr: SocketAddr,
     /// The base URL the card names.
     pub public_url: String,
+    deliverer: std::sync::Arc<push::Deliverer>,
+    pushes: async_nats::jetstream::consumer::pull::Stream,
 }
 
 /// Binds the listener and builds the router (separate from [`serve`] so a
@@ -111,14 +117,25 @@ pub async fn bind(config: GatewayConfig) -> anyhow::Result<Bound> {
     // A mission request is at most the boss's limit; a message around it
     // adds little.
     let body_limit = config.limits.max_mission_bytes.saturating_mul(2) + 64 * 1024;
+    let store = push::PushStore::open(&config.client).await?;
+    let swarms = swarms::Swarms {
+        client: config.client,
+        limits: config.limits,
+        desk_user: config.desk_user,
+        send_wait: config.send_wait,
+        public_url: public_url.clone(),
+        push: store.clone(),
+        push_allow_private: config.push_allow_private,
+    };
+    let deliverer = std::sync::Arc::new(push::Deliverer::new(
+        swarms.clone(),
+        store,
+        push::http_client(config.push_allow_private)?,
+    ));
+    // Made before serving, so a gateway that cannot deliver does not start.
+    let pushes = deliverer.consumer().await?;
     let gateway = http::Gateway {
-        swarms: swarms::Swarms {
-            client: config.client,
-            limits: config.limits,
-            desk_user: config.desk_user,
-            send_wait: config.send_wait,
-            public_url: public_url.clone(),
-        },
+        swarms,
         card,
         tokens: config.tokens,
     };
@@ -127,18 +144,34 @@ pub async fn bind(config: GatewayConfig) -> anyhow::Result<Bound> {
         router: http::router(gateway, body_limit),
         local_addr,
         public_url,
+        deliverer,
+        pushes,
     })
 }
 
-/// Serves until `shutdown` resolves, then finishes the requests in flight.
+/// Serves, and delivers push notifications, until `shutdown` resolves;
+/// then finishes the requests in flight (a notification not delivered by
+/// then is delivered again by whichever gateway runs next).
 pub async fn serve(
     bound: Bound,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    axum::serve(bound.listener, bound.router)
-        .with_graceful_shutdown(shutdown)
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let pushing = tokio::spawn({
+        let mut stopped = stopped.clone();
+        bound.deliverer.clone().run(bound.pushes, async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        })
+    });
+    let served = axum::serve(bound.listener, bound.router)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            let _ = stop.send(true);
+        })
         .await
-        .context("serving A2A")
+        .context("serving A2A");
+    pushing.abort();
+    served
 }
 
 #[cfg(test)]

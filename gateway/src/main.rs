@@ -42,6 +42,15 @@ struct Cli {
     /// to end before answering with it as it stands.
     #[arg(long, env = "SWARM_GATEWAY_SEND_WAIT", default_value_t = 30)]
     send_wait: u64,
+    /// Take push notification webhooks on loopback, private and link-local
+    /// addresses (refused by default: a caller could reach the gateway's
+    /// own network through them).
+    #[arg(long, env = "SWARM_GATEWAY_PUSH_ALLOW_PRIVATE")]
+    push_allow_private: bool,
+    /// Copies of each stream and bucket it creates, when it is the first
+    /// role to start (3 for a production cluster).
+    #[arg(long, env = "SWARM_REPLICAS", default_value_t = 1)]
+    replicas: usize,
     /// Largest mission accepted, in bytes (as the boss's).
     #[arg(long, env = "SWARM_MAX_MISSION_BYTES")]
     max_mission_bytes: Option<usize>,
@@ -84,7 +93,11 @@ async fn main() -> anyhow::Result<()> {
     if let Some(n) = cli.max_tasks {
         limits.max_tasks = n;
     }
+    swarm_runtime::health::starting();
     let client = cli.common.nats.connect(&agent_id).await?;
+    // Binds to the streams and buckets (creating what is missing, where
+    // this user may), as every role does.
+    swarm_runtime::infra::Infra::open(&client, cli.replicas).await?;
     let bound = swarm_gateway::bind(swarm_gateway::GatewayConfig {
         client,
         listen: cli.listen,
@@ -94,14 +107,20 @@ async fn main() -> anyhow::Result<()> {
         desk_user: cli.desk_user,
         send_wait: std::time::Duration::from_secs(cli.send_wait),
         tool_names: swarm_boss::worker_tool_names(&cli.tools),
+        push_allow_private: cli.push_allow_private,
     })
     .await?;
     tracing::info!(
         listen = %bound.local_addr,
         url = %bound.public_url,
         %agent_id,
-        "A2A gateway serving; its card is at {}/.well-known/agent-card.json",
+        "gateway ready: its A2A card is at {}/.well-known/agent-card.json",
         bound.public_url
     );
-    swarm_gateway::serve(bound, swarm_runtime::shutdown::signal()).await
+    swarm_runtime::health::started();
+    swarm_gateway::serve(bound, async {
+        swarm_runtime::shutdown::signal().await;
+        swarm_runtime::health::stopping();
+    })
+    .await
 }

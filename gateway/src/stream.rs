@@ -61,28 +61,14 @@ pub async fn open(
         let mut updates = std::pin::pin!(updates);
         let mut state = TaskState::Working;
         while let Some(update) = updates.next().await {
-            let ends = matches!(&update, Update::Report(_))
-                || matches!(&update, Update::Error(e) if e.task_id.is_none());
-            if ends {
-                // The end: the artifacts and the terminal status, read back
-                // as GetTask shows them.
-                // The boss records a failed planning just after publishing
-                // its error: read until the task shows its end (briefly).
-                let mut events = Vec::new();
-                for _ in 0..50 {
-                    match swarms.view(&caller, &id).await {
-                        Ok(view) => events = finish(&view),
-                        Err(e) => {
-                            tracing::warn!(error = %e, task = %id, "reading the ended task");
-                            return;
-                        }
+            if ends(&update) {
+                let events = match ending(&swarms, &caller, &id).await {
+                    Ok(events) => events,
+                    Err(e) => {
+                        tracing::warn!(error = %e, task = %id, "reading the ended task");
+                        return;
                     }
-                    let ended = matches!(events.last(), Some(StreamResponse::StatusUpdate(u)) if u.status.state.is_terminal());
-                    if ended {
-                        break;
-                    }
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                }
+                };
                 for event in events {
                     if tx.send(event).await.is_err() {
                         return;
@@ -90,31 +76,10 @@ pub async fn open(
                 }
                 return;
             }
-            let Some((next, text, metadata)) = describe(&update) else {
+            let Some((next, event)) = event_of(&update, &id, &context_id, state) else {
                 continue;
             };
-            state = next.unwrap_or(match state {
-                // A progress after a question means it was answered.
-                TaskState::InputRequired => TaskState::Working,
-                s => s,
-            });
-            let event = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-                task_id: id.clone(),
-                context_id: context_id.clone(),
-                status: TaskStatus {
-                    state,
-                    message: Some(mapping::agent_message(
-                        &id,
-                        &context_id,
-                        &format!("update-{}", uuid::Uuid::new_v4().simple()),
-                        text,
-                    )),
-                    timestamp: Some(
-                        chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-                    ),
-                },
-                metadata: Some(metadata),
-            });
+            state = next;
             if tx.send(event).await.is_err() {
                 // The client went away: stop following.
                 return;
@@ -124,6 +89,67 @@ pub async fn open(
     Ok(futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (e, rx))
     }))
+}
+
+/// Whether an update is the swarm's end: its report, or an error of the
+/// whole swarm (a mission that could not be planned).
+pub fn ends(update: &Update) -> bool {
+    matches!(update, Update::Report(_)) || matches!(update, Update::Error(e) if e.task_id.is_none())
+}
+
+/// The status update an update of a running swarm is, and the state it
+/// leaves the task in (`state`: the state before it).
+pub fn event_of(
+    update: &Update,
+    task_id: &str,
+    context_id: &str,
+    state: TaskState,
+) -> Option<(TaskState, StreamResponse)> {
+    let (next, text, metadata) = describe(update)?;
+    let state = next.unwrap_or(match state {
+        // A progress after a question means it was answered.
+        TaskState::InputRequired => TaskState::Working,
+        s => s,
+    });
+    let event = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+        task_id: task_id.to_owned(),
+        context_id: context_id.to_owned(),
+        status: TaskStatus {
+            state,
+            message: Some(mapping::agent_message(
+                task_id,
+                context_id,
+                &format!("update-{}", uuid::Uuid::new_v4().simple()),
+                text,
+            )),
+            timestamp: Some(
+                chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            ),
+        },
+        metadata: Some(metadata),
+    });
+    Some((state, event))
+}
+
+/// The last events of an ended task: its artifacts and terminal status,
+/// read back as GetTask shows them. The boss records a failed planning just
+/// after publishing its error, so this reads, briefly, until the task
+/// shows its end.
+pub async fn ending(
+    swarms: &Swarms,
+    caller: &Caller,
+    id: &str,
+) -> Result<Vec<StreamResponse>, A2aError> {
+    let mut events = Vec::new();
+    for _ in 0..50 {
+        events = finish(&swarms.view(caller, id).await?);
+        let ended = matches!(events.last(), Some(StreamResponse::StatusUpdate(u)) if u.status.state.is_terminal());
+        if ended {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Ok(events)
 }
 
 /// The state an update moves the task to (`None`: unchanged), what to say,

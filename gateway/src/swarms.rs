@@ -14,8 +14,10 @@ use swarm_common::{Limits, SwarmStatus, TaskStatus as SwarmTaskStatus, subjects}
 
 use crate::error::{A2aError, ErrorKind};
 use crate::mapping::{self, Origin, Shape, SwarmView};
+use crate::push::{self, PushStore};
 use crate::types::{
-    ListTasksRequest, ListTasksResponse, Message, SendMessageRequest, Task, TaskState,
+    ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse, Message,
+    SendMessageRequest, Task, TaskPushNotificationConfig, TaskState,
 };
 
 /// Most tasks on one `ListTasks` page, and the page size when none is asked.
@@ -56,6 +58,10 @@ pub struct Swarms {
     pub send_wait: Duration,
     /// Base URL the gateway is reached at, for the HTML report's URL.
     pub public_url: String,
+    /// Push notification configs.
+    pub push: PushStore,
+    /// Whether webhooks may be on private and loopback addresses.
+    pub push_allow_private: bool,
 }
 
 fn internal(e: anyhow::Error) -> A2aError {
@@ -151,9 +157,13 @@ impl Swarms {
                 .map(|n| usize::try_from(n.max(0)).unwrap_or(0)),
             artifacts: true,
         };
+        let push = config.task_push_notification_config.clone();
         let id = if message.task_id.is_empty() {
-            self.start(caller, message).await?
+            self.start(caller, message, push).await?
         } else {
+            if let Some(push) = push {
+                self.push_create(caller, &message.task_id, push).await?;
+            }
             self.follow_up(caller, message).await?;
             message.task_id.clone()
         };
@@ -175,9 +185,25 @@ impl Swarms {
     }
 
     /// Submits the mission a message asks for and returns its swarm id (the
-    /// same one for a message sent again).
-    pub async fn start(&self, caller: &Caller, message: &Message) -> Result<String, A2aError> {
+    /// same one for a message sent again). A push config is stored first,
+    /// under the swarm id the mission will have, so no update escapes it.
+    pub async fn start(
+        &self,
+        caller: &Caller,
+        message: &Message,
+        push: Option<TaskPushNotificationConfig>,
+    ) -> Result<String, A2aError> {
         let mission = mapping::mission_of(message, caller.name(), &self.limits)?;
+        let pushed = match push {
+            Some(config) => {
+                let swarm_id = swarm_common::mission::swarm_id_for(mission.mission_id.as_deref());
+                let config = push::prepared(&swarm_id, config, self.push_allow_private).await?;
+                let context = Origin::context_of(mission.mission_id.as_deref(), &swarm_id);
+                self.push.put(&context, &config).await?;
+                Some(config)
+            }
+            None => None,
+        };
         let reply = sc::submit(&self.client, &mission, Duration::from_secs(10))
             .await
             .map_err(|e| {
@@ -187,8 +213,95 @@ impl Swarms {
                 } else {
                     A2aError::internal(&e)
                 }
-            })?;
-        Ok(reply.swarm_id)
+            });
+        match reply {
+            Ok(reply) => Ok(reply.swarm_id),
+            Err(e) => {
+                // No swarm: its config would wait for nothing.
+                if let Some(config) = pushed
+                    && let Err(d) = self.push.delete(&config.task_id, &config.id).await
+                {
+                    tracing::warn!(error = %d.message, "removing the push config of a refused mission");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The task's state, for a push operation: it must be the caller's.
+    async fn push_task(&self, caller: &Caller, task_id: &str) -> Result<Task, A2aError> {
+        self.task(
+            caller,
+            task_id,
+            Shape {
+                history_length: Some(0),
+                artifacts: false,
+            },
+        )
+        .await
+    }
+
+    /// `CreateTaskPushNotificationConfig`: a webhook for a running task.
+    pub async fn push_create(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        config: TaskPushNotificationConfig,
+    ) -> Result<TaskPushNotificationConfig, A2aError> {
+        let task = self.push_task(caller, task_id).await?;
+        if task.status.state.is_terminal() {
+            return Err(push::refuse_ended(task_id, task.status.state));
+        }
+        let config = push::prepared(task_id, config, self.push_allow_private).await?;
+        self.push.put(&task.context_id, &config).await?;
+        Ok(config)
+    }
+
+    /// `GetTaskPushNotificationConfig`.
+    pub async fn push_get(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        id: &str,
+    ) -> Result<TaskPushNotificationConfig, A2aError> {
+        self.push_task(caller, task_id).await?;
+        self.push
+            .configs(task_id)
+            .await?
+            .into_iter()
+            .find(|c| c.id == id)
+            .ok_or_else(|| {
+                A2aError::new(
+                    ErrorKind::TaskNotFound,
+                    format!("task {task_id} has no push notification config {id:?}"),
+                )
+                .with("taskId", task_id)
+            })
+    }
+
+    /// `ListTaskPushNotificationConfigs`: all of them, on one page.
+    pub async fn push_list(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+    ) -> Result<ListTaskPushNotificationConfigsResponse, A2aError> {
+        self.push_task(caller, task_id).await?;
+        Ok(ListTaskPushNotificationConfigsResponse {
+            configs: self.push.configs(task_id).await?,
+            next_page_token: String::new(),
+        })
+    }
+
+    /// `DeleteTaskPushNotificationConfig` (deleting one that is gone is no
+    /// error).
+    pub async fn push_delete(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        id: &str,
+    ) -> Result<(), A2aError> {
+        self.push_task(caller, task_id).await?;
+        self.push.delete(task_id, id).await
     }
 
     /// A message on an existing task: the answer to its question, or the

@@ -277,7 +277,7 @@ pub struct SendMessageConfiguration {
     pub accepted_output_modes: Vec<String>,
     /// A push notification config for the task.
     #[serde(default)]
-    pub task_push_notification_config: Option<Value>,
+    pub task_push_notification_config: Option<TaskPushNotificationConfig>,
     /// Most history messages in the answer.
     #[serde(default)]
     pub history_length: Option<i32>,
@@ -394,6 +394,82 @@ pub struct SubscribeToTaskRequest {
     /// The task.
     #[serde(default)]
     pub id: String,
+}
+
+/// How the gateway authenticates to a webhook: `Authorization: <scheme>
+/// <credentials>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthenticationInfo {
+    /// An HTTP authentication scheme (`Bearer`, `Basic`, ...).
+    pub scheme: String,
+    /// Its credentials.
+    #[serde(default)]
+    pub credentials: String,
+}
+
+/// A webhook the gateway posts a task's updates to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskPushNotificationConfig {
+    /// A tenant (the gateway serves none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tenant: String,
+    /// The config's id (the task's id when none is given).
+    #[serde(default)]
+    pub id: String,
+    /// The task.
+    #[serde(default)]
+    pub task_id: String,
+    /// The webhook.
+    pub url: String,
+    /// A token sent back in `X-A2A-Notification-Token`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub token: String,
+    /// How to authenticate to the webhook.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<AuthenticationInfo>,
+}
+
+/// `GetTaskPushNotificationConfig`'s and `DeleteTaskPushNotificationConfig`'s
+/// request.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskPushNotificationConfigRequest {
+    /// A tenant (the gateway serves none).
+    #[serde(default)]
+    pub tenant: String,
+    /// The task.
+    pub task_id: String,
+    /// The config.
+    pub id: String,
+}
+
+/// `ListTaskPushNotificationConfigs`'s request.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListTaskPushNotificationConfigsRequest {
+    /// A tenant (the gateway serves none).
+    #[serde(default)]
+    pub tenant: String,
+    /// The task.
+    pub task_id: String,
+    /// Most configs per page (a task has few: every one is on the first).
+    #[serde(default)]
+    pub page_size: Option<i32>,
+    /// A page token (there is only ever one page).
+    #[serde(default)]
+    pub page_token: String,
+}
+
+/// `ListTaskPushNotificationConfigs`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListTaskPushNotificationConfigsResponse {
+    /// The task's configs.
+    pub configs: Vec<TaskPushNotificationConfig>,
+    /// Always empty: there is one page.
+    pub next_page_token: String,
 }
 
 /// A change of a task's status, as a stream sends it.

@@ -46,6 +46,8 @@ pub struct Infra {
     pub memory: kv::Store,
     /// Questions tasks ask people, and their answers.
     pub inputs: kv::Store,
+    /// The A2A gateway's push notification configs.
+    pub pushes: kv::Store,
 }
 
 fn setup_err(what: &str, e: impl Into<crate::Cause>) -> RuntimeError {
@@ -62,7 +64,7 @@ const GIB: i64 = 1 << 30;
 /// |---|---|---|
 /// | swarm state, mission records, the A2AP stream's messages, reports | `SWARM_RETENTION_DAYS` | 30 days |
 /// | the step journal | `SWARM_JOURNAL_DAYS` | 7 days |
-/// | approval requests and questions | `SWARM_REQUESTS_DAYS` | 30 days |
+/// | approval requests and questions, A2A push notification configs | `SWARM_REQUESTS_DAYS` | 30 days |
 /// | agent memory (shared notes outlive missions) | `SWARM_MEMORY_DAYS` | 90 days |
 /// | dead letters, the missions stream | `SWARM_RETENTION_DAYS` | 30 days |
 /// | bytes of the A2AP stream (the oldest messages go first) | `SWARM_A2AP_MAX_GB` | the server's store limit |
@@ -82,7 +84,7 @@ pub struct Retention {
     pub finished: Duration,
     /// The step journal.
     pub journal: Duration,
-    /// Approval requests and questions.
+    /// Approval requests, questions and push notification configs.
     pub requests: Duration,
     /// Agent memory.
     pub memory: Duration,
@@ -435,6 +437,16 @@ impl Infra {
             mode,
         )
         .await?;
+        let pushes = ensure_kv(
+            &js,
+            bucket(
+                subjects::PUSH_BUCKET,
+                "A2A push notification configs by swarm id",
+                keep.requests,
+            ),
+            mode,
+        )
+        .await?;
         let reports = match js.get_object_store(subjects::REPORTS_BUCKET).await {
             Ok(store) => store,
             Err(_) => {
@@ -465,6 +477,7 @@ impl Infra {
             approvals,
             memory,
             inputs,
+            pushes,
         })
     }
 

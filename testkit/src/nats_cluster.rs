@@ -63,8 +63,8 @@ pub const ROUTE_PASSWORD: &str = "test-route-secret";
 /// node's copy changes to a port of its own.
 const CLUSTER_LISTEN: &str = "listen: 0.0.0.0:6222";
 
-/// The six users of the production configuration.
-pub const ROLES: [Role; 6] = [
+/// The seven users of the production configuration.
+pub const ROLES: [Role; 7] = [
     Role {
         user: "admin",
         password_var: "NATS_ADMIN_PASSWORD",
@@ -94,6 +94,11 @@ pub const ROLES: [Role; 6] = [
         user: "approver",
         password_var: "NATS_APPROVER_PASSWORD",
         password: "test-approver-secret",
+    },
+    Role {
+        user: "gateway",
+        password_var: "NATS_GATEWAY_PASSWORD",
+        password: "test-gateway-secret",
     },
 ];
 

@@ -4,14 +4,21 @@ Run by tests/tests/a2a.rs against a live gateway:
 
     python3 a2a_client.py <base-url> <token> <binding> core
     python3 a2a_client.py <base-url> <token> <binding> input <plan-json>
+    python3 a2a_client.py <base-url> <token> <binding> push
+
+The push scenario runs its own webhook, and in its middle prints
+`restart <task-id>` and waits for a line on stdin: the test restarts the
+gateway (after the task has ended) and then writes one.
 
 <binding> is JSONRPC or HTTP+JSON. Each check prints one line; the script
 exits non-zero at the first check that fails, saying what it saw.
 """
 
 import asyncio
+import http.server
 import json
 import sys
+import threading
 import uuid
 
 import httpx
@@ -28,7 +35,13 @@ from a2a.types import (
     Role,
     SendMessageConfiguration,
     SendMessageRequest,
+    AuthenticationInfo,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
+    ListTaskPushNotificationConfigsRequest,
+    StreamResponse,
     SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
     TaskState,
 )
 from a2a.utils.errors import (
@@ -83,8 +96,8 @@ def send_request(message):
     )
 
 
-async def first_task(client, message):
-    async for event in client.send_message(send_request(message)):
+async def first_task(client, message, request=None):
+    async for event in client.send_message(request or send_request(message)):
         if event.HasField("task"):
             return event.task
     raise AssertionError("SendMessage answered with no task")
@@ -299,10 +312,162 @@ async def input_required(url, token, binding, plan):
     print("done", flush=True)
 
 
+class Webhook:
+    """A webhook on 127.0.0.1 that records every POST (path, headers, and
+    the body parsed strictly as the SDK's StreamResponse), and answers the
+    first `fail_first` POSTs of each path with 503."""
+
+    def __init__(self, fail_first=0):
+        self.received = []
+        self.failed = {}
+        self.lock = threading.Lock()
+        hook = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with hook.lock:
+                    failed = hook.failed.get(self.path, 0)
+                    if failed < fail_first:
+                        hook.failed[self.path] = failed + 1
+                        self.send_response(503)
+                        self.end_headers()
+                        return
+                    event = StreamResponse()
+                    json_format.Parse(body, event)  # unknown fields fail
+                    hook.received.append(
+                        (self.path, {k.lower(): v for k, v in self.headers.items()}, event)
+                    )
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+
+    def events(self, path):
+        with self.lock:
+            return [(h, e) for p, h, e in self.received if p == path]
+
+    async def until_end(self, path, task_id, within=60.0):
+        deadline = asyncio.get_running_loop().time() + within
+        while True:
+            for headers, event in self.events(path):
+                if (event.HasField("status_update")
+                        and event.status_update.task_id == task_id
+                        and event.status_update.status.state in TERMINAL):
+                    return headers, event
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(
+                    f"no terminal status of {task_id} at {path} after {within} s: "
+                    f"{[e.WhichOneof('payload') for _, e in self.events(path)]}"
+                )
+            await asyncio.sleep(0.1)
+
+
+async def push(url, token, binding):
+    hook = Webhook(fail_first=2)
+    card, client = await make_client(url, token, binding, streaming=False)
+    check(card.capabilities.push_notifications, "the card offers push notifications")
+
+    # A config given with the message: every update reaches the webhook,
+    # with the configured authentication and token, after two refusals.
+    message = text_message("1. Compute 6 * 7\n2. Checksum the previous result")
+    request = SendMessageRequest(
+        message=message,
+        configuration=SendMessageConfiguration(
+            return_immediately=True,
+            task_push_notification_config=TaskPushNotificationConfig(
+                url=hook.url + "/a",
+                token="token-of-a",
+                authentication=AuthenticationInfo(scheme="Bearer", credentials="hook-secret"),
+            ),
+        ),
+    )
+    task = await first_task(client, message=None, request=request)
+    headers, end = await hook.until_end("/a", task.id)
+    check(end.status_update.status.state == TaskState.TASK_STATE_COMPLETED,
+          "the webhook hears the task complete", end)
+    check(headers.get("authorization") == "Bearer hook-secret",
+          "with the configured Authorization", headers)
+    check(headers.get("x-a2a-notification-token") == "token-of-a",
+          "and the config's token", headers)
+    check(headers.get("content-type", "").startswith("application/a2a+json"),
+          "as application/a2a+json", headers)
+    kinds = [e.WhichOneof("payload") for _, e in hook.events("/a")]
+    check("artifact_update" in kinds, "the artifacts are pushed", kinds)
+    artifacts = " ".join(
+        p.text for _, e in hook.events("/a") if e.HasField("artifact_update")
+        for p in e.artifact_update.artifact.parts if p.text
+    )
+    check("42" in artifacts, "the results reach the webhook", artifacts)
+    check(kinds.count("status_update") >= 2, "status updates before the end", kinds)
+    check(hook.failed.get("/a") == 2, "refused deliveries are retried", hook.failed)
+
+    configs = await client.list_task_push_notification_configs(
+        ListTaskPushNotificationConfigsRequest(task_id=task.id)
+    )
+    check([c.id for c in configs.configs] == [task.id],
+          "the message's config is listed, named after its task", configs)
+    check(configs.configs[0].authentication.credentials == "hook-secret",
+          "the config reads back whole", configs)
+
+    # Configs made on a running task: create, get, list, delete.
+    slow = await first_task(
+        client, text_message('{"tool": "sleep", "arguments": {"ms": 3000}}')
+    )
+    made = await client.create_task_push_notification_config(
+        TaskPushNotificationConfig(task_id=slow.id, id="second", url=hook.url + "/b")
+    )
+    check(made.id == "second" and made.task_id == slow.id, "a config is created", made)
+    await client.create_task_push_notification_config(
+        TaskPushNotificationConfig(task_id=slow.id, id="third", url=hook.url + "/c")
+    )
+    got = await client.get_task_push_notification_config(
+        GetTaskPushNotificationConfigRequest(task_id=slow.id, id="second")
+    )
+    check(got.url == hook.url + "/b", "a config is read back", got)
+    await client.delete_task_push_notification_config(
+        DeleteTaskPushNotificationConfigRequest(task_id=slow.id, id="third")
+    )
+    await client.delete_task_push_notification_config(
+        DeleteTaskPushNotificationConfigRequest(task_id=slow.id, id="third")
+    )
+    listed = await client.list_task_push_notification_configs(
+        ListTaskPushNotificationConfigsRequest(task_id=slow.id)
+    )
+    check([c.id for c in listed.configs] == ["second"],
+          "a deleted config is gone (and deleting twice is no error)", listed)
+    try:
+        await client.get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id=slow.id, id="third")
+        )
+        check(False, "a deleted config is not found")
+    except TaskNotFoundError:
+        check(True, "a deleted config is not found")
+
+    # The gateway is down while the task ends; restarted, it still tells.
+    print(f"restart {slow.id}", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    _, end = await hook.until_end("/b", slow.id)
+    check(end.status_update.status.state == TaskState.TASK_STATE_COMPLETED,
+          "an update stored while the gateway was down is pushed after its restart", end)
+    ends_at_c = [e for _, e in hook.events("/c")
+                 if e.HasField("status_update") and e.status_update.status.state in TERMINAL]
+    check(not ends_at_c, "a deleted config is told nothing more", ends_at_c)
+    print("done", flush=True)
+
+
 def main():
     url, token, binding, scenario = sys.argv[1:5]
     if scenario == "core":
         asyncio.run(core(url, token, binding))
+    elif scenario == "push":
+        asyncio.run(push(url, token, binding))
     elif scenario == "input":
         asyncio.run(input_required(url, token, binding, json.loads(sys.argv[5])))
     else:

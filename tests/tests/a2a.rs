@@ -2,8 +2,9 @@
 //! its bindings (JSON-RPC and HTTP+JSON): the card, missions to their end
 //! (completed with artifacts, failed with the reason, cancelled), streams,
 //! listing, the spec's errors, a task waiting for a person answered by a
-//! message, and callers without a valid token refused
-//! (`tests/python/a2a_client.py` holds the client's side).
+//! message, push notifications to a webhook (across a gateway restart), and
+//! callers without a valid token refused (`tests/python/a2a_client.py`
+//! holds the client's side).
 //!
 //! The SDK is installed with `pip install --target .python a2a-sdk` (as
 //! `.ci/run` does); without it the tests say so and pass, unless `CI` is
@@ -152,6 +153,89 @@ async fn a_task_that_asks_a_person_is_answered_by_a_message_on_it() {
     .await;
 }
 
+/// Push notifications, with the SDK's client and a webhook of the script's
+/// own: a config given with the message, configs made, read and deleted on
+/// a running task, retries of refused deliveries, and an update stored
+/// while the gateway was down pushed once it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_notifications_reach_a_webhook_across_a_gateway_restart() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let Some(path) = python_path() else { return };
+    let mut cluster = Cluster::builder()
+        .managers(1)
+        .workers(2)
+        .gateway()
+        .env("SWARM_GATEWAY_TOKENS", format!("tester:{TOKEN}"))
+        // The script's webhook is on loopback.
+        .env("SWARM_GATEWAY_PUSH_ALLOW_PRIVATE", "true")
+        .start()
+        .await
+        .expect("the cluster starts");
+    let url = cluster.gateway_url().unwrap();
+    let mut child = tokio::process::Command::new("python3")
+        .env("PYTHONPATH", &path)
+        .arg(repo().join("tests/python/a2a_client.py"))
+        .args([url.as_str(), TOKEN, "JSONRPC", "push"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python3 runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let next = async |lines: &mut tokio::io::Lines<_>, seen: &mut Vec<String>| {
+        let line = tokio::time::timeout(Duration::from_secs(180), lines.next_line())
+            .await
+            .ok()
+            .and_then(|l: std::io::Result<Option<String>>| l.ok().flatten());
+        if let Some(l) = &line {
+            seen.push(l.clone());
+        }
+        line
+    };
+    let slow = loop {
+        match next(&mut lines, &mut seen).await {
+            Some(l) if l.starts_with("restart ") => break l["restart ".len()..].to_owned(),
+            Some(l) if l.starts_with("ok: ") => {}
+            other => panic!(
+                "the script stopped before the restart ({other:?}):\n{}\n{}",
+                seen.join("\n"),
+                cluster.log_tails()
+            ),
+        }
+    };
+    cluster.local_mut().gateway.as_mut().unwrap().kill();
+    let nc = cluster.client().await;
+    let report = common::final_report(&cluster, &nc, &slow, 60).await;
+    assert_eq!(
+        report.overall_status,
+        swarm_common::SwarmStatus::Completed,
+        "{report:?}"
+    );
+    cluster
+        .local_mut()
+        .gateway
+        .as_mut()
+        .unwrap()
+        .restart()
+        .unwrap();
+    stdin.write_all(b"go\n").await.unwrap();
+    loop {
+        match next(&mut lines, &mut seen).await {
+            Some(l) if l == "done" => break,
+            Some(l) if l.starts_with("ok: ") => {}
+            other => panic!(
+                "the script failed after the restart ({other:?}):\n{}\n{}",
+                seen.join("\n"),
+                cluster.log_tails()
+            ),
+        }
+    }
+    assert!(child.wait().await.unwrap().success());
+    common::assert_all_running(&mut cluster);
+}
+
 /// The gateway's own errors, by plain HTTP: what a client that is not the
 /// SDK sees.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -205,10 +289,29 @@ async fn bad_requests_get_the_spec_errors_in_each_binding() {
     assert!(body.contains("-32005"), "{body}");
     let (_, body) = rpc(r#"{"jsonrpc":"2.0","id":3,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[]}}}"#).await;
     assert!(body.contains("-32602"), "{body}");
-    let (_, body) =
-        rpc(r#"{"jsonrpc":"2.0","id":4,"method":"CreateTaskPushNotificationConfig","params":{}}"#)
-            .await;
-    assert!(body.contains("-32003"), "{body}");
+    let (_, body) = rpc(r#"{"jsonrpc":"2.0","id":4,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"nope","url":"https://example.com/hook"}}"#).await;
+    assert!(body.contains("-32001"), "{body}");
+    // A webhook on loopback (or any private address) is refused, before
+    // any mission is sent.
+    for hook in [
+        "http://127.0.0.1:9/hook",
+        "http://169.254.169.254/x",
+        "http://localhost/x",
+    ] {
+        let (_, body) = rpc(&format!(
+            r#"{{"jsonrpc":"2.0","id":6,"method":"SendMessage","params":{{"message":{{"messageId":"m6","role":"ROLE_USER","parts":[{{"text":"Compute 1 + 1"}}]}},"configuration":{{"taskPushNotificationConfig":{{"url":"{hook}"}}}}}}}}"#
+        ))
+        .await;
+        assert!(
+            body.contains("-32602") && body.contains("--push-allow-private"),
+            "{hook}: {body}"
+        );
+    }
+    let (_, body) = rpc(r#"{"jsonrpc":"2.0","id":7,"method":"ListTasks","params":{}}"#).await;
+    assert!(
+        body.contains(r#""tasks":[]"#),
+        "a refused push config sends no mission: {body}"
+    );
     // Deeply nested JSON is refused, and the gateway stays up.
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
     let (_, body) = rpc(&deep).await;

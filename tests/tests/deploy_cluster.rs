@@ -3,9 +3,12 @@
 //! (k8s/base/nats/), and the boss, manager and worker replicas with the
 //! replica counts and environment of k8s/base/<role>.yaml (users and
 //! passwords of their roles, three replicas per stream and bucket, JSON
-//! logs, the health server). A client submits a mission as the `client`
-//! user; it completes; every role answers `/readyz` and `/metrics`; and no
-//! node logged a permissions violation.
+//! logs, the health server), and the A2A gateway as k8s/base/gateway.yaml
+//! runs it. A client submits a mission as the `client` user; it completes;
+//! an A2A caller runs one through the gateway with a push notification
+//! webhook, reads and lists it, fetches its report and cancels another;
+//! every role answers `/readyz` and `/metrics`; and no node logged a
+//! permissions violation.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests report failure by panicking
 
@@ -143,7 +146,8 @@ async fn a_mission_completes_on_a_three_node_cluster_configured_like_the_manifes
         "{said}"
     );
     let mut roles = Vec::new();
-    for name in ["boss", "manager", "worker"] {
+    let mut gateways = Vec::new();
+    for name in ["boss", "manager", "worker", "gateway"] {
         let m = manifest(name);
         assert_eq!(env_of(&m, "NATS_USER"), name, "each role has its own user");
         assert_eq!(
@@ -169,6 +173,24 @@ async fn a_mission_completes_on_a_three_node_cluster_configured_like_the_manifes
                 ("SWARM_HEALTH_PORT".to_owned(), port.to_string()),
                 ("SWARM_HEALTH_ADDR".to_owned(), "127.0.0.1".to_owned()),
             ]);
+            if name == "gateway" {
+                let listen = SocketAddr::from(([127, 0, 0, 1], free_port().unwrap()));
+                env.retain(|(k, _)| k != "SWARM_GATEWAY_LISTEN");
+                env.extend([
+                    ("SWARM_GATEWAY_LISTEN".to_owned(), listen.to_string()),
+                    // The Secret gateway-tokens.
+                    (
+                        "SWARM_GATEWAY_TOKENS".to_owned(),
+                        format!("ops:{A2A_TOKEN}"),
+                    ),
+                    // The test's webhook is on loopback.
+                    (
+                        "SWARM_GATEWAY_PUSH_ALLOW_PRIVATE".to_owned(),
+                        "true".to_owned(),
+                    ),
+                ]);
+                gateways.push(listen);
+            }
             // The pod's volumes, as local directories.
             for (k, v) in env.iter_mut() {
                 if k == "SWARM_WORKSPACE" {
@@ -246,6 +268,9 @@ async fn a_mission_completes_on_a_three_node_cluster_configured_like_the_manifes
             .unwrap();
     assert!(std::fs::read_to_string(html).unwrap().contains("notes.txt"));
 
+    // An A2A caller, through the gateway as user `gateway`.
+    a2a_through_the_gateway(&gateways).await;
+
     // Every role answers /readyz and /metrics; the bosses counted the mission.
     let mut accepted = 0;
     let mut reported = 0;
@@ -270,7 +295,10 @@ async fn a_mission_completes_on_a_three_node_cluster_configured_like_the_manifes
         accepted += count("swarm_missions_total{role=\"boss\",status=\"accepted\"}");
         reported += count("swarm_missions_total{role=\"boss\",status=\"completed\"}");
     }
-    assert_eq!(accepted, 1, "one mission accepted");
+    assert_eq!(
+        accepted, 3,
+        "one mission of the client, two of the A2A caller"
+    );
     assert!(reported >= 1, "the completed mission was reported");
 
     // The roles did all of this within their permissions.
@@ -339,6 +367,136 @@ async fn a_mission_completes_on_a_three_node_cluster_configured_like_the_manifes
     assert_eq!(report.overall_status, SwarmStatus::Completed, "{report:#?}");
     assert_eq!(common::outcome(&report, "three").result, "three");
     nats.restart(2).unwrap();
+}
+
+/// The A2A caller's token, as the Secret gateway-tokens gives it.
+const A2A_TOKEN: &str = "deploy-test-a2a-token-0123456789";
+
+/// A mission through each of the gateway replicas: one completes and
+/// pushes its end to a webhook; its task is read, listed and its report
+/// fetched; another is cancelled.
+async fn a2a_through_the_gateway(gateways: &[SocketAddr]) {
+    use axum::{Router, http::HeaderMap, routing::post};
+    use serde_json::{Value, json};
+    let pushed = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, Value)>::new()));
+    let hook = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook_url = format!("http://{}/hook", hook.local_addr().unwrap());
+    let sink = pushed.clone();
+    let app = Router::new().route(
+        "/hook",
+        post(move |headers: HeaderMap, body: axum::Json<Value>| {
+            let sink = sink.clone();
+            async move {
+                let auth = headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                sink.lock().unwrap().push((auth, body.0));
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(hook, app).await });
+    let http = reqwest::Client::new();
+    let rpc = async |gateway: SocketAddr, method: &str, params: Value| -> Value {
+        let answer: Value = http
+            .post(format!("http://{gateway}/"))
+            .bearer_auth(A2A_TOKEN)
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(answer.get("error").is_none(), "{method}: {answer}");
+        answer["result"].clone()
+    };
+    let message = |id: &str, text: &str| json!({"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]});
+    let first = gateways[0];
+    let last = *gateways.last().unwrap();
+    let sent = rpc(
+        first,
+        "SendMessage",
+        json!({
+            "message": message("m-1", "Compute 6 * 7"),
+            "configuration": {
+                "returnImmediately": true,
+                "taskPushNotificationConfig": {
+                    "url": hook_url,
+                    "authentication": {"scheme": "Bearer", "credentials": "hook-secret"}
+                }
+            }
+        }),
+    )
+    .await;
+    let id = sent["task"]["id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let end = loop {
+        let found = pushed.lock().unwrap().iter().find_map(|(auth, event)| {
+            (event["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED")
+                .then(|| (auth.clone(), event.clone()))
+        });
+        if let Some(end) = found {
+            break end;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no push of the end: {:?}",
+            pushed.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(end.0, "Bearer hook-secret");
+    assert_eq!(end.1["statusUpdate"]["taskId"], id.as_str());
+    // Any replica answers for any task.
+    let task = rpc(last, "GetTask", json!({"id": id})).await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    let listed = rpc(last, "ListTasks", json!({})).await;
+    assert_eq!(listed["tasks"][0]["id"], id.as_str(), "{listed}");
+    let configs = rpc(
+        last,
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": id}),
+    )
+    .await;
+    assert_eq!(configs["configs"][0]["url"], hook_url.as_str(), "{configs}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let page = http
+            .get(format!("http://{last}/reports/{id}.html"))
+            .bearer_auth(A2A_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        if page.status() == 200 {
+            assert!(page.text().await.unwrap().contains("42"));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no report page: {}",
+            page.status()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let slow = rpc(
+        first,
+        "SendMessage",
+        json!({
+            "message": message("m-2", r#"{"tool": "sleep", "arguments": {"ms": 30000}}"#),
+            "configuration": {"returnImmediately": true}
+        }),
+    )
+    .await;
+    let slow = slow["task"]["id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cancelled = rpc(last, "CancelTask", json!({"id": slow})).await;
+    assert_eq!(
+        cancelled["status"]["state"], "TASK_STATE_CANCELED",
+        "{cancelled}"
+    );
 }
 
 /// Follows a swarm to its final report, starting over when following fails

@@ -340,6 +340,18 @@ async fn each_role_does_its_part_and_nothing_else() {
         .unwrap();
     assert!(state.get("s1").await.unwrap().is_some());
     client.stored(&subjects::control("s1")).await;
+    // `swarm list` pages through the records.
+    swarm_client::list::list(
+        &client.client,
+        &swarm_client::list::Query {
+            statuses: Vec::new(),
+            since: None,
+            limit: 10,
+        },
+        chrono::Utc::now(),
+    )
+    .await
+    .unwrap();
     client.clean();
 
     // What each must not do, each a violation the client sees.
@@ -527,4 +539,138 @@ async fn each_role_does_its_part_and_nothing_else() {
         2,
         "two assignments: a worker's and a sub-manager's"
     );
+}
+
+/// The A2A gateway's user: a client's reading and cancelling, the desk's
+/// decide and answer under its own name, its push configs and its durable
+/// consumer; nothing of the roles' work, and no one else has its bucket or
+/// its consumer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_reads_decides_for_its_callers_and_pushes_and_nothing_else() {
+    let nats = NatsCluster::start(1).unwrap();
+    let admin = Conn::new(&nats, "admin").await;
+    let gateway = Conn::new(&nats, "gateway").await;
+    let client = Conn::new(&nats, "client").await;
+    let worker = Conn::new(&nats, "worker").await;
+    let manager = Conn::new(&nats, "manager").await;
+    let boss = Conn::new(&nats, "boss").await;
+    Infra::ensure(&admin.client, 1).await.unwrap();
+    Infra::open(&gateway.client, 1).await.unwrap();
+
+    // Its bucket: compare-and-swap writes and reads.
+    let pushes = gateway
+        .js()
+        .get_key_value(subjects::PUSH_BUCKET)
+        .await
+        .unwrap();
+    let revision = pushes
+        .create("s1", Bytes::from_static(b"{}"))
+        .await
+        .unwrap();
+    pushes
+        .update("s1", Bytes::from_static(b"{\"configs\":[]}"), revision)
+        .await
+        .unwrap();
+    assert!(pushes.entry("s1").await.unwrap().is_some());
+    // Its durable consumer, shared by the replicas.
+    worker.stored(&subjects::progress("s1", "t1")).await;
+    let consumer = gateway
+        .js()
+        .get_stream(subjects::A2AP_STREAM)
+        .await
+        .unwrap()
+        .create_consumer(pull::Config {
+            durable_name: Some(subjects::PUSH_CONSUMER.into()),
+            filter_subjects: subjects::push_filters(),
+            deliver_policy: jetstream::consumer::DeliverPolicy::All,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut batch = consumer.fetch().max_messages(1).messages().await.unwrap();
+    let message = tokio::time::timeout(Duration::from_secs(5), batch.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    message.ack().await.unwrap();
+    // Reading swarms, as GetTask and ListTasks do; cancelling one.
+    for bucket in [
+        subjects::SWARMS_BUCKET,
+        subjects::MISSIONS_BUCKET,
+        subjects::APPROVALS_BUCKET,
+        subjects::INPUTS_BUCKET,
+    ] {
+        let kv = gateway.js().get_key_value(bucket).await.unwrap();
+        assert!(kv.get("s1").await.unwrap().is_none());
+        let _ = kv.keys().await.unwrap().count().await;
+    }
+    swarm_client::list::list(
+        &gateway.client,
+        &swarm_client::list::Query {
+            statuses: Vec::new(),
+            since: None,
+            limit: 10,
+        },
+        chrono::Utc::now(),
+    )
+    .await
+    .unwrap();
+    gateway.stored(&subjects::control("s1")).await;
+    // The desk, under its own name.
+    for action in ["decide", "answer"] {
+        gateway
+            .client
+            .publish(subjects::desk("gateway", action), Bytes::from_static(b"{}"))
+            .await
+            .unwrap();
+    }
+    gateway.client.flush().await.unwrap();
+    gateway.clean();
+
+    // Nothing of the roles' work, no other user's desk, no writes to the
+    // swarms' buckets, no journal, memory or dead letters.
+    for subject in [
+        subjects::result("s1", "t1"),
+        subjects::progress("s1", "t1"),
+        subjects::deploy("s2"),
+        subjects::report("s1"),
+        subjects::work("general", "s1", "t1"),
+        subjects::work("control", "s1", "t1"),
+        subjects::desk("approver", "decide"),
+        subjects::desk("client", "answer"),
+        subjects::desk("gateway", "ask_approval"),
+        subjects::mission_record("s9"),
+        "$KV.swarms.s1".to_owned(),
+        "$KV.missions.s1".to_owned(),
+        "$KV.approvals.a1".to_owned(),
+        "$KV.inputs.s1.t1".to_owned(),
+        "$KV.memory.shared.x".to_owned(),
+        "$JS.API.CONSUMER.MSG.NEXT.A2AP.manager".to_owned(),
+        "$JS.API.CONSUMER.DELETE.A2AP.boss-reports".to_owned(),
+        "$JS.API.CONSUMER.CREATE.WORK".to_owned(),
+        "$JS.API.DIRECT.GET.KV_journal".to_owned(),
+        "$JS.API.DIRECT.GET.KV_memory".to_owned(),
+        "$JS.API.DIRECT.GET.DEADLETTER".to_owned(),
+        "$JS.API.STREAM.PURGE.A2AP".to_owned(),
+        "$JS.API.STREAM.DELETE.KV_a2a-push".to_owned(),
+        "$JS.API.STREAM.UPDATE.A2AP".to_owned(),
+    ] {
+        gateway.refused_publish(&subject).await;
+    }
+    for subject in ["a2ap.*.*", "_INBOX.client.x", "boss.missions"] {
+        let _sub = gateway.client.subscribe(subject.to_owned()).await.unwrap();
+        gateway.client.flush().await.unwrap();
+        gateway.expect_violation(subject).await;
+    }
+    // No one else has its bucket or its consumer.
+    for c in [&client, &worker, &manager, &boss] {
+        c.refused_publish("$KV.a2a-push.s1").await;
+    }
+    client
+        .refused_publish("$JS.API.CONSUMER.MSG.NEXT.A2AP.gateway-push")
+        .await;
+    client
+        .refused_publish("$JS.API.CONSUMER.DELETE.A2AP.gateway-push")
+        .await;
 }
