@@ -44,6 +44,7 @@ pub use budget::Budget;
 pub use chat::{Provider, ProviderError};
 pub use gates::{BuildGate, Gate, GateChain, GateCheck, GateSpec};
 pub use offline::{OfflineProvider, offline_plan};
+pub use prompt::render_task_message;
 pub use provider::{AnthropicProvider, OpenAiProvider, ProviderArgs, ProviderConfig, ProviderKind};
 pub use task::{AgentTask, ContextItem, ExplicitCall};
 pub use tools::{Approver, Tool, ToolError, ToolRegistry, ToolSpec, ToolsConfig};

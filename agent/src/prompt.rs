@@ -64,7 +64,7 @@ fn one_line(s: &str) -> String {
 }
 
 /// The user message for a task.
-pub(crate) fn render_task_message(task: &AgentTask) -> String {
+pub fn render_task_message(task: &AgentTask) -> String {
     let mut out = String::new();
     out.push_str(PREAMBLE);
     out.push('\n');
@@ -189,6 +189,8 @@ mod tests {
                 tools: vec![],
                 collaborators: vec![],
                 pool: "general".into(),
+                a2a_url: None,
+                a2a_credential: None,
             },
             context: vec![
                 ContextItem {

@@ -33,6 +33,8 @@ fn assignment() -> TaskAssignment {
             tools: vec!["echo".into()],
             collaborators: vec![],
             pool: "general".into(),
+            a2a_url: None,
+            a2a_credential: None,
         },
         attempt: 1,
         revision: 0,

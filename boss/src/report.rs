@@ -1041,6 +1041,8 @@ mod tests {
             tools: vec!["web_search".to_string(), "calculator".to_string()],
             collaborators: Vec::new(),
             pool: "general".to_string(),
+            a2a_url: None,
+            a2a_credential: None,
         };
         let plan = SwarmDeploymentPlan {
             seed: Default::default(),

@@ -137,6 +137,8 @@ fn failed_mission() -> (FinalReport, SwarmDeploymentPlan) {
         tools: vec!["web_search".to_string()],
         collaborators: Vec::new(),
         pool: "general".to_string(),
+        a2a_url: None,
+        a2a_credential: None,
     };
     let plan = SwarmDeploymentPlan {
         seed: Default::default(),

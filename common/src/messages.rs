@@ -160,6 +160,16 @@ pub struct WorkerDeploymentPlan {
     /// The worker pool whose processes execute this persona's tasks.
     #[serde(default = "default_pool")]
     pub pool: String,
+    /// An outside A2A agent that does this persona's tasks instead of the
+    /// worker's own agent loop: its base URL (its card is read at
+    /// `<url>/.well-known/agent-card.json`). The pool's workers must allow
+    /// it (`--a2a-allow`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a_url: Option<String>,
+    /// The name of the worker's credential for that agent (its token is
+    /// the worker's `SWARM_A2A_CREDENTIAL_<NAME>`), never the token itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a_credential: Option<String>,
 }
 
 fn default_max_attempts() -> u32 {

@@ -125,6 +125,32 @@ pub fn validate_plan_at(
                 excerpt(&w.pool, 60)
             )));
         }
+        if let Some(url) = &w.a2a_url {
+            let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
+            if !scheme_ok || url.len() > 2048 || url.chars().any(char::is_whitespace) {
+                return Err(invalid(format!(
+                    "worker {:?} names a2a_url {:?}: an http or https URL of at most 2048 bytes",
+                    w.name,
+                    excerpt(url, 60)
+                )));
+            }
+        }
+        if let Some(name) = &w.a2a_credential {
+            if w.a2a_url.is_none() {
+                return Err(invalid(format!(
+                    "worker {:?} names an a2a_credential but no a2a_url",
+                    w.name
+                )));
+            }
+            if !is_token(name) || name.len() > 64 {
+                return Err(invalid(format!(
+                    "worker {:?} names a2a_credential {:?}: a credential's name is 1 to 64 \
+                     letters, digits, '-' or '_' (the token itself stays with the workers)",
+                    w.name,
+                    excerpt(name, 60)
+                )));
+            }
+        }
         if w.role.len() > limits.task.max_title_bytes {
             return Err(ErrorBody::new(
                 ErrorCode::LimitExceeded,
@@ -637,6 +663,8 @@ mod tests {
                 tools: vec![],
                 collaborators: vec![],
                 pool: "general".into(),
+                a2a_url: None,
+                a2a_credential: None,
             }],
             tasks,
             success_criteria: vec![],
@@ -714,6 +742,25 @@ mod tests {
 
         let mut p = plan(vec![task("a", &[])]);
         p.workers[0].pool = crate::hierarchy::SUB_MANAGER_POOL.into();
+        assert!(validate_plan(&p, &Limits::default()).is_err());
+    }
+
+    #[test]
+    fn a_remote_agent_is_an_http_url_and_its_credential_a_name() {
+        let mut p = plan(vec![task("a", &[])]);
+        p.workers[0].a2a_url = Some("https://agents.example.com/a2a".into());
+        p.workers[0].a2a_credential = Some("partner".into());
+        assert!(validate_plan(&p, &Limits::default()).is_ok());
+        for bad in ["ftp://x", "file:///etc/passwd", "https://a b"] {
+            p.workers[0].a2a_url = Some(bad.into());
+            assert!(validate_plan(&p, &Limits::default()).is_err(), "{bad}");
+        }
+        p.workers[0].a2a_url = Some("https://agents.example.com".into());
+        p.workers[0].a2a_credential = Some("sk-live-123 456".into());
+        let e = validate_plan(&p, &Limits::default()).unwrap_err();
+        assert!(e.message.contains("a2a_credential"), "{}", e.message);
+        p.workers[0].a2a_url = None;
+        p.workers[0].a2a_credential = Some("partner".into());
         assert!(validate_plan(&p, &Limits::default()).is_err());
     }
 

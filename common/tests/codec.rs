@@ -57,6 +57,8 @@ fn persona() -> WorkerDeploymentPlan {
         tools: vec!["read_file".into(), "count".into()],
         collaborators: vec!["calculator".into()],
         pool: "general".into(),
+        a2a_url: None,
+        a2a_credential: None,
     }
 }
 

@@ -1384,6 +1384,8 @@ fn assignment(state: &Indexed, t: &TaskState) -> Command {
             tools: Vec::new(),
             collaborators: Vec::new(),
             pool: t.pool.clone(),
+            a2a_url: None,
+            a2a_credential: None,
         });
     // A map task's result is its children's: they are the context. A child
     // swarm's first tasks get what its parent task was given.

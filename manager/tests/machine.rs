@@ -1268,6 +1268,8 @@ fn asking_deployment() -> SwarmDeployment {
         tools: vec![],
         collaborators: vec![],
         pool: "help".into(),
+        a2a_url: None,
+        a2a_credential: None,
     });
     d
 }

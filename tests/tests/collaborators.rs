@@ -43,6 +43,8 @@ fn persona(name: &str, prompt: &str, collaborators: &[&str], pool: &str) -> Work
         tools: vec![],
         collaborators: collaborators.iter().map(|c| c.to_string()).collect(),
         pool: pool.into(),
+        a2a_url: None,
+        a2a_credential: None,
     }
 }
 

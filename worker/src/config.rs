@@ -34,6 +34,8 @@ pub struct WorkerConfig {
     pub tool_args: ToolArgs,
     /// How long a destructive tool call waits for a person's approval.
     pub approval_wait: Duration,
+    /// Which remote A2A agents its personas may name, and their tokens.
+    pub remote: crate::remote::RemoteConfig,
 }
 
 /// The workspace of a worker that is not given one: a folder of its own
@@ -69,6 +71,7 @@ impl WorkerConfig {
             provider: ProviderConfig::offline(),
             tool_args: ToolArgs::default(),
             approval_wait: Duration::from_secs(600),
+            remote: Default::default(),
         }
     }
 }

@@ -41,6 +41,8 @@ pub(crate) struct Ctx {
     pub(crate) approver: Arc<approvals::NatsApprover>,
     /// Per swarm, the tasks whose questions wait for a person here.
     pub(crate) questions: waits::Waits,
+    /// The client of remote A2A agents.
+    pub(crate) remotes: crate::remote::Remotes,
 }
 
 impl Ctx {
@@ -87,6 +89,7 @@ impl Ctx {
             cancels: Default::default(),
             approver,
             questions: Default::default(),
+            remotes: crate::remote::Remotes::new(config.remote.clone())?,
         })
     }
 

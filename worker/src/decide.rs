@@ -602,6 +602,8 @@ mod tests {
                 tools: vec![],
                 collaborators: vec![],
                 pool: "general".into(),
+                a2a_url: None,
+                a2a_credential: None,
             },
             attempt: 2,
             revision: 1,

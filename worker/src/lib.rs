@@ -14,7 +14,8 @@
 //! Around it: `consumer` (the pull loop and each delivery's acks), `task`
 //! (running one task), `outbox` (progress, results and errors sent),
 //! `questions` (a task's questions for a person), `collaborate` (its asks
-//! for help from other personas), `control` (cancels).
+//! for help from other personas), `control` (cancels), [`remote`] (a
+//! persona's tasks done by an outside A2A agent).
 
 pub mod approvals;
 pub mod cancels;
@@ -28,6 +29,7 @@ pub mod journal;
 pub mod memory;
 mod outbox;
 mod questions;
+pub mod remote;
 mod task;
 pub mod tools;
 pub mod waits;
@@ -41,6 +43,7 @@ use swarm_runtime::Infra;
 use tracing::info;
 
 pub use config::{WorkerConfig, default_workspace};
+pub use remote::RemoteConfig;
 
 /// Runs a worker replica until `shutdown` resolves.
 pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {

@@ -40,6 +40,12 @@ struct Cli {
     /// Seconds a destructive tool call waits for `swarm approve` before it counts as denied.
     #[arg(long, env = "SWARM_APPROVAL_WAIT", default_value_t = 600)]
     approval_wait: u64,
+    /// Remote A2A agents a persona may hand its tasks to (`a2a_url`):
+    /// URL prefixes, comma-separated; none by default. A persona's
+    /// `a2a_credential: "<name>"` sends the token in
+    /// `SWARM_A2A_CREDENTIAL_<NAME>` as a bearer token.
+    #[arg(long, env = "SWARM_A2A_ALLOW", default_value = "")]
+    a2a_allow: String,
     /// The model the agent loop talks to.
     #[command(flatten)]
     provider: swarm_agent::provider::ProviderArgs,
@@ -65,5 +71,6 @@ async fn main() -> anyhow::Result<()> {
     config.approval_wait = Duration::from_secs(cli.approval_wait.max(1));
     config.provider = cli.provider.config_for_role("WORKER")?;
     config.tool_args = cli.tools;
+    config.remote = swarm_worker::RemoteConfig::from_env_and(&cli.a2a_allow);
     swarm_worker::run(config, swarm_runtime::shutdown::signal()).await
 }

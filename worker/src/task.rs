@@ -20,7 +20,7 @@ use tracing::info;
 
 use crate::ctx::Ctx;
 use crate::decide::{self, Finish, PROGRESS_EVERY, Start};
-use crate::{collaborate, journal, outbox, questions};
+use crate::{collaborate, journal, outbox, questions, remote};
 
 /// Runs `env`'s task, the `delivered`-th delivery of its assignment, to
 /// its end: its result handed over naming `ack_subject`, or stopped by its
@@ -230,6 +230,10 @@ async fn run_rounds(
     events: &mpsc::UnboundedSender<AgentEvent>,
 ) -> anyhow::Result<(AgentOutcome, Vec<GateVerdict>)> {
     let a = &env.body;
+    if a.persona.a2a_url.is_some() {
+        let run = remote::run_rounds(ctx, env, &task, delivered).await?;
+        return Ok((run.outcome, run.gate_verdicts));
+    }
     let mut round = 0;
     let mut verdicts = Vec::new();
     // Only a persona with collaborators is offered `ask_collaborator`.

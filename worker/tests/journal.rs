@@ -71,6 +71,8 @@ fn task() -> AgentTask {
             tools: vec![],
             collaborators: vec![],
             pool: "general".into(),
+            a2a_url: None,
+            a2a_credential: None,
         },
         context: vec![],
         feedback: vec![],

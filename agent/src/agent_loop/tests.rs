@@ -20,6 +20,8 @@ fn persona(tools: &[&str]) -> WorkerDeploymentPlan {
         tools: tools.iter().map(|t| t.to_string()).collect(),
         collaborators: vec![],
         pool: "general".into(),
+        a2a_url: None,
+        a2a_credential: None,
     }
 }
 

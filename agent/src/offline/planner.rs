@@ -280,6 +280,8 @@ pub fn offline_plan(mission: &str, tool_names: &[String]) -> SwarmDeploymentPlan
             tools: persona_tools(p, tool_names),
             collaborators: names.iter().filter(|n| *n != p.name).cloned().collect(),
             pool: swarm_common::default_pool(),
+            a2a_url: None,
+            a2a_credential: None,
         })
         .collect();
     let success_criteria = tasks

@@ -102,6 +102,8 @@ pub fn task(description: &str, persona_tools: &[&str]) -> swarm_agent::AgentTask
             tools: persona_tools.iter().map(|t| t.to_string()).collect(),
             collaborators: vec![],
             pool: "general".into(),
+            a2a_url: None,
+            a2a_credential: None,
         },
         context: vec![],
         feedback: vec![],

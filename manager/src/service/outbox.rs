@@ -449,6 +449,8 @@ mod tests {
             tools: Vec::new(),
             collaborators: Vec::new(),
             pool: "general".into(),
+            a2a_url: None,
+            a2a_credential: None,
         };
         swarm_common::TaskAssignment {
             tasks: Vec::new(),

@@ -47,6 +47,8 @@ pub fn deployment_between(
                 tools: vec![],
                 collaborators: vec![],
                 pool: "code".into(),
+                a2a_url: None,
+                a2a_credential: None,
             }],
             tasks,
             success_criteria: vec![],

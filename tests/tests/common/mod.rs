@@ -258,6 +258,8 @@ pub fn plan(tasks: Vec<TaskDefinition>) -> SwarmDeploymentPlan {
             tools: vec![],
             collaborators: vec![],
             pool: "general".into(),
+            a2a_url: None,
+            a2a_credential: None,
         }],
         tasks,
         success_criteria: vec![],
