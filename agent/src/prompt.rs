@@ -191,6 +191,7 @@ mod tests {
                 pool: "general".into(),
                 a2a_url: None,
                 a2a_credential: None,
+                skill: None,
             },
             context: vec![
                 ContextItem {

@@ -35,6 +35,7 @@ fn assignment() -> TaskAssignment {
             pool: "general".into(),
             a2a_url: None,
             a2a_credential: None,
+            skill: None,
         },
         attempt: 1,
         revision: 0,

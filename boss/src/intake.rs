@@ -98,7 +98,7 @@ impl Intake {
     }
 
     /// Records an accepted mission and returns the reply. A mission with its
-    /// own plan needs no planner: its record is stored as deployed and the
+    /// own plan (asking for no skills) needs no planner: its record is stored as deployed and the
     /// deployment published from here (at the same time, when it has no
     /// mission id: [`Self::deploy_fresh`]). Any other mission goes to the
     /// missions stream the planners consume. The same mission id gives the
@@ -112,7 +112,14 @@ impl Intake {
         let fresh = request.mission_id.is_none();
         let swarm_id = swarm_id_for(request.mission_id.as_deref());
         let now = Utc::now();
-        let plan = request.plan.as_ref().map(crate::planning::explicit_plan);
+        // A plan whose personas ask for skills goes through the planner,
+        // which routes them to pools (from the agent cards) and records a
+        // skill no pool offers as the mission's failure.
+        let plan = request
+            .plan
+            .as_ref()
+            .filter(|p| p.workers.iter().all(|w| w.skill.is_none()))
+            .map(crate::planning::explicit_plan);
         let record = MissionRecord {
             parent: None,
             swarm_id: swarm_id.clone(),

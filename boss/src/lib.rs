@@ -228,6 +228,13 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
         .messages()
         .await
         .context("pulling sub-manager tasks")?;
+    let mut card = swarm_runtime::cards::card(SERVICE_NAME, &config.agent_id);
+    card.skills = vec![
+        "plan-missions".into(),
+        "render-reports".into(),
+        "approvals-desk".into(),
+    ];
+    let card = swarm_runtime::cards::publish(&infra.agents, card).await;
     info!(agent_id = %config.agent_id, reports_dir = %config.reports_dir.display(), "boss ready");
     swarm_runtime::health::started();
 
@@ -274,6 +281,7 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
     let _ = endpoint.stop().await;
     let _ = desk_requests.unsubscribe().await;
     let _ = service.stop().await;
+    card.withdraw().await;
     swarm_runtime::shutdown::drain(&mut inflight, config.drain_timeout, "missions").await;
     client.drain().await.ok();
     stop_reports.send_replace(true);

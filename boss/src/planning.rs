@@ -121,6 +121,10 @@ impl Planner {
         if let Err(e) = validate_plan_at(&plan, &self.limits, depth) {
             return self.fail(record, e).await;
         }
+        let plan = match route_skills(&self.infra, plan).await {
+            Ok(plan) => plan,
+            Err(e) => return self.fail(record, e).await,
+        };
         deploy(&self.infra, &self.agent_id, record, &plan, &self.limits).await?;
         records::update(&self.infra.missions, swarm_id, Some(record), |r| {
             r.status = MissionStatus::Deployed;
@@ -233,6 +237,45 @@ fn with_seed_fields(
         max_execution_minutes: Some(u32::try_from(minutes).unwrap_or(u32::MAX)),
     };
     plan
+}
+
+/// The plan with each persona that asks for a skill sent to the pool whose
+/// running workers offer it (the most of them), as their agent cards say:
+/// chosen once, here, so every manager replica and every takeover routes
+/// the swarm the same way. A skill no running pool offers fails the
+/// mission, saying so.
+async fn route_skills(
+    infra: &Infra,
+    mut plan: SwarmDeploymentPlan,
+) -> Result<SwarmDeploymentPlan, ErrorBody> {
+    if plan.workers.iter().all(|w| w.skill.is_none()) {
+        return Ok(plan);
+    }
+    let cards = swarm_runtime::cards::read_all(&infra.agents)
+        .await
+        .map_err(|e| {
+            ErrorBody::new(
+                ErrorCode::Internal,
+                format!("reading the agent cards to route skills: {e:#}"),
+            )
+        })?;
+    for w in &mut plan.workers {
+        let Some(skill) = &w.skill else { continue };
+        match swarm_common::card::pools_offering(&cards, skill).first() {
+            Some(pool) => w.pool = pool.clone(),
+            None => {
+                return Err(ErrorBody::new(
+                    ErrorCode::NotFound,
+                    format!(
+                        "persona {:?} asks for skill {skill:?}, which no running worker pool \
+                         offers (`swarm agents` lists what each offers)",
+                        w.name
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(plan)
 }
 
 /// [`deploy`], for a child swarm that `failure` says could not be planned.

@@ -1043,6 +1043,7 @@ mod tests {
             pool: "general".to_string(),
             a2a_url: None,
             a2a_credential: None,
+            skill: None,
         };
         let plan = SwarmDeploymentPlan {
             seed: Default::default(),

@@ -139,6 +139,7 @@ fn failed_mission() -> (FinalReport, SwarmDeploymentPlan) {
         pool: "general".to_string(),
         a2a_url: None,
         a2a_credential: None,
+        skill: None,
     };
     let plan = SwarmDeploymentPlan {
         seed: Default::default(),

@@ -461,6 +461,44 @@ pub fn report_summary(report: &FinalReport) -> String {
     out
 }
 
+/// The agents table of `swarm agents`: one line per card, its skills
+/// last (they may be many), and how long ago it was written.
+pub fn agents_table(cards: &[swarm_common::card::AgentCard], now: DateTime<Utc>) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    if cards.is_empty() {
+        return out;
+    }
+    let id_width = cards
+        .iter()
+        .map(|c| c.agent_id.chars().count())
+        .max()
+        .unwrap_or(2)
+        .clamp(2, 40);
+    let _ = writeln!(
+        out,
+        "{:<8} {:<id_width$} {:<12} {:<8} {:<5} SKILLS",
+        "ROLE", "ID", "POOL", "VERSION", "SEEN"
+    );
+    for c in cards {
+        let mut skills = c.skills.join(",");
+        if let Some(url) = &c.url {
+            skills = format!("{url} {skills}");
+        }
+        let _ = writeln!(
+            out,
+            "{:<8} {:<id_width$} {:<12} {:<8} {:<5} {}",
+            clip(&c.role, 8),
+            clip(&c.agent_id, id_width),
+            clip(c.pool.as_deref().unwrap_or("-"), 12),
+            clip(&c.version, 8),
+            age(c.updated_at, now),
+            skills
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -472,6 +510,40 @@ mod tests {
         assert_eq!(duration(at(0), at(1_250_000)), "1.25 s");
         assert_eq!(duration(at(5), at(0)), "0.0 ms");
         assert_eq!(duration(None, at(0)), "-");
+    }
+
+    #[test]
+    fn the_agents_table_has_a_line_per_card() {
+        let now = Utc::now();
+        let card = |role: &str, id: &str, pool: Option<&str>| swarm_common::card::AgentCard {
+            agent_id: id.into(),
+            role: role.into(),
+            version: "0.1.0".into(),
+            pool: pool.map(Into::into),
+            skills: vec!["calc".into(), "echo".into()],
+            tools: Vec::new(),
+            protocol_versions: vec!["1.0".into()],
+            codecs: Vec::new(),
+            url: None,
+            started_at: now,
+            updated_at: now - chrono::Duration::seconds(4),
+        };
+        let table = agents_table(
+            &[
+                card("boss", "boss-1", None),
+                card("worker", "worker-1", Some("gpu")),
+            ],
+            now,
+        );
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 3, "{table}");
+        assert!(lines[0].starts_with("ROLE"));
+        assert!(
+            lines[2].contains("worker-1") && lines[2].contains("gpu"),
+            "{table}"
+        );
+        assert!(lines[2].ends_with("calc,echo"), "{table}");
+        assert!(agents_table(&[], now).is_empty());
     }
 
     #[test]

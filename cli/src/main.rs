@@ -115,6 +115,15 @@ enum Command {
         #[arg(long, default_value = "cancelled from the swarm CLI")]
         reason: String,
     },
+    /// List the running boss, manager, worker and gateway replicas from their agent cards: role, id, pool, skills, version.
+    Agents {
+        /// Only this role: boss, manager, worker or gateway.
+        #[arg(long, value_parser = ["boss", "manager", "worker", "gateway"])]
+        role: Option<String>,
+        /// Print a JSON array of the cards.
+        #[arg(long)]
+        json: bool,
+    },
     /// Ask every boss, manager and worker replica for its handshake: protocol versions, codecs, id.
     Hello {
         /// Only this role: boss, manager or worker.
@@ -536,6 +545,30 @@ async fn run(command: Command, conn: &Connection) -> anyhow::Result<Exit> {
                 client::answer_as(&nc, &conn.desk_user(), &swarm_id, &task_id, &text, &by).await?;
             println!("answered {}/{}: {:?}", swarm_id, task_id, r.question);
             Ok(Exit::Completed)
+        }
+        Command::Agents { role, json } => {
+            let nc = conn.connect().await?;
+            let cards: Vec<_> = swarm_client::agents::list(&nc)
+                .await?
+                .into_iter()
+                .filter(|c| role.as_deref().is_none_or(|r| c.role == r))
+                .collect();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&cards)?);
+            } else {
+                print!("{}", display::agents_table(&cards, chrono::Utc::now()));
+            }
+            if cards.is_empty() {
+                Err(fail(
+                    Exit::Unreachable,
+                    match role {
+                        Some(r) => format!("no running {r} has a card in the agents bucket"),
+                        None => "no running replica has a card in the agents bucket".to_owned(),
+                    },
+                ))
+            } else {
+                Ok(Exit::Completed)
+            }
         }
         Command::Hello {
             role,

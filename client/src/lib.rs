@@ -12,11 +12,13 @@
 //!   whatever its codec (`swarm inspect`);
 //! - [`list`]: the newest swarms, a page at a time, at a cost that grows
 //!   with the page and not with the swarms that have ever run;
+//! - [`agents`]: the running replicas' agent cards (`swarm agents`);
 //! - [`exit`]: the exit code each failure calls for, which the calls above
 //!   attach to their errors.
 //!
 //! Nothing here prints: showing the answers is the `swarm` command's job.
 
+pub mod agents;
 pub mod client;
 pub mod exit;
 pub mod inspect;

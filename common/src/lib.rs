@@ -13,6 +13,7 @@
 //! nothing.
 
 pub mod approval;
+pub mod card;
 pub mod codec;
 pub mod collaborate;
 pub mod condition;

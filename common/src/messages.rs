@@ -170,6 +170,11 @@ pub struct WorkerDeploymentPlan {
     /// the worker's `SWARM_A2A_CREDENTIAL_<NAME>`), never the token itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub a2a_credential: Option<String>,
+    /// A skill the persona needs, instead of naming a pool: its tasks go to
+    /// a pool whose running workers' agent cards offer it (`swarm agents`),
+    /// chosen when the swarm is deployed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill: Option<String>,
 }
 
 fn default_max_attempts() -> u32 {

@@ -58,6 +58,7 @@ pub fn all() -> Vec<(&'static str, Value)> {
     out.push(plain::<DeskReply>("DeskReply"));
     out.push(plain::<ApprovalRecord>("ApprovalRecord"));
     out.push(plain::<InputRecord>("InputRecord"));
+    out.push(plain::<crate::card::AgentCard>("AgentCard"));
     out
 }
 

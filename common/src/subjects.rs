@@ -67,6 +67,9 @@ pub const MEMORY_BUCKET: &str = "memory";
 pub const MISSIONS_BUCKET: &str = "missions";
 /// Object store of rendered reports.
 pub const REPORTS_BUCKET: &str = "reports";
+/// KV bucket of agent cards, `<role>.<agent id>`, each kept while its
+/// replica refreshes it ([`crate::card`]).
+pub const AGENTS_BUCKET: &str = "agents";
 /// KV bucket of the A2A gateway's push notification configs, one key per
 /// swarm id (the A2A task id).
 pub const PUSH_BUCKET: &str = "a2a-push";

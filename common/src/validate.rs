@@ -135,6 +135,15 @@ pub fn validate_plan_at(
                 )));
             }
         }
+        if let Some(skill) = &w.skill
+            && (!is_token(skill) || skill.len() > 64)
+        {
+            return Err(invalid(format!(
+                "worker {:?} asks for skill {:?}: a skill id is 1 to 64 letters, digits, '-' or '_'",
+                w.name,
+                excerpt(skill, 60)
+            )));
+        }
         if let Some(name) = &w.a2a_credential {
             if w.a2a_url.is_none() {
                 return Err(invalid(format!(
@@ -665,6 +674,7 @@ mod tests {
                 pool: "general".into(),
                 a2a_url: None,
                 a2a_credential: None,
+                skill: None,
             }],
             tasks,
             success_criteria: vec![],
@@ -761,6 +771,11 @@ mod tests {
         assert!(e.message.contains("a2a_credential"), "{}", e.message);
         p.workers[0].a2a_url = None;
         p.workers[0].a2a_credential = Some("partner".into());
+        assert!(validate_plan(&p, &Limits::default()).is_err());
+        p.workers[0].a2a_credential = None;
+        p.workers[0].skill = Some("render".into());
+        assert!(validate_plan(&p, &Limits::default()).is_ok());
+        p.workers[0].skill = Some("render frames".into());
         assert!(validate_plan(&p, &Limits::default()).is_err());
     }
 

@@ -59,6 +59,7 @@ fn persona() -> WorkerDeploymentPlan {
         pool: "general".into(),
         a2a_url: None,
         a2a_credential: None,
+        skill: None,
     }
 }
 

@@ -92,6 +92,8 @@ pub struct Bound {
     pub local_addr: SocketAddr,
     /// The base URL the card names.
     pub public_url: String,
+    /// The ids of the card's skills.
+    pub skills: Vec<String>,
     deliverer: std::sync::Arc<push::Deliverer>,
     pushes: async_nats::jetstream::consumer::pull::Stream,
 }
@@ -114,6 +116,7 @@ pub async fn bind(config: GatewayConfig) -> anyhow::Result<Bound> {
         tool_names: config.tool_names.clone(),
         authenticated: !config.tokens.is_empty(),
     });
+    let skills = card.skills.iter().map(|s| s.id.clone()).collect();
     // A mission request is at most the boss's limit; a message around it
     // adds little.
     let body_limit = config.limits.max_mission_bytes.saturating_mul(2) + 64 * 1024;
@@ -144,6 +147,7 @@ pub async fn bind(config: GatewayConfig) -> anyhow::Result<Bound> {
         router: http::router(gateway, body_limit),
         local_addr,
         public_url,
+        skills,
         deliverer,
         pushes,
     })

@@ -97,7 +97,7 @@ async fn main() -> anyhow::Result<()> {
     let client = cli.common.nats.connect(&agent_id).await?;
     // Binds to the streams and buckets (creating what is missing, where
     // this user may), as every role does.
-    swarm_runtime::infra::Infra::open(&client, cli.replicas).await?;
+    let infra = swarm_runtime::infra::Infra::open(&client, cli.replicas).await?;
     let bound = swarm_gateway::bind(swarm_gateway::GatewayConfig {
         client,
         listen: cli.listen,
@@ -117,10 +117,16 @@ async fn main() -> anyhow::Result<()> {
         "gateway ready: its A2A card is at {}/.well-known/agent-card.json",
         bound.public_url
     );
+    let mut card = swarm_runtime::cards::card("gateway", &agent_id);
+    card.url = Some(bound.public_url.clone());
+    card.skills = bound.skills.clone();
+    let card = swarm_runtime::cards::publish(&infra.agents, card).await;
     swarm_runtime::health::started();
-    swarm_gateway::serve(bound, async {
+    let served = swarm_gateway::serve(bound, async {
         swarm_runtime::shutdown::signal().await;
         swarm_runtime::health::stopping();
     })
-    .await
+    .await;
+    card.withdraw().await;
+    served
 }

@@ -1386,6 +1386,7 @@ fn assignment(state: &Indexed, t: &TaskState) -> Command {
             pool: t.pool.clone(),
             a2a_url: None,
             a2a_credential: None,
+            skill: None,
         });
     // A map task's result is its children's: they are the context. A child
     // swarm's first tasks get what its parent task was given.

@@ -1270,6 +1270,7 @@ fn asking_deployment() -> SwarmDeployment {
         pool: "help".into(),
         a2a_url: None,
         a2a_credential: None,
+        skill: None,
     });
     d
 }

@@ -48,6 +48,8 @@ pub struct Infra {
     pub inputs: kv::Store,
     /// The A2A gateway's push notification configs.
     pub pushes: kv::Store,
+    /// The running replicas' agent cards.
+    pub agents: kv::Store,
 }
 
 fn setup_err(what: &str, e: impl Into<crate::Cause>) -> RuntimeError {
@@ -65,6 +67,7 @@ const GIB: i64 = 1 << 30;
 /// | swarm state, mission records, the A2AP stream's messages, reports | `SWARM_RETENTION_DAYS` | 30 days |
 /// | the step journal | `SWARM_JOURNAL_DAYS` | 7 days |
 /// | approval requests and questions, A2A push notification configs | `SWARM_REQUESTS_DAYS` | 30 days |
+/// | agent cards (refreshed while their replicas run) | none | 30 seconds |
 /// | agent memory (shared notes outlive missions) | `SWARM_MEMORY_DAYS` | 90 days |
 /// | dead letters, the missions stream | `SWARM_RETENTION_DAYS` | 30 days |
 /// | bytes of the A2AP stream (the oldest messages go first) | `SWARM_A2AP_MAX_GB` | the server's store limit |
@@ -447,6 +450,17 @@ impl Infra {
             mode,
         )
         .await?;
+        // A card lives as long as its replica refreshes it.
+        let agents = ensure_kv(
+            &js,
+            bucket(
+                subjects::AGENTS_BUCKET,
+                "Agent cards of the running replicas, by <role>.<agent id>",
+                swarm_common::card::CARD_TTL,
+            ),
+            mode,
+        )
+        .await?;
         let reports = match js.get_object_store(subjects::REPORTS_BUCKET).await {
             Ok(store) => store,
             Err(_) => {
@@ -478,6 +492,7 @@ impl Infra {
             memory,
             inputs,
             pushes,
+            agents,
         })
     }
 

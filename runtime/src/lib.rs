@@ -8,6 +8,7 @@
 //! handshake ([`hello`]), and serving health probes ([`health`]) and
 //! Prometheus metrics ([`metrics`]).
 
+pub mod cards;
 pub mod config;
 pub mod desk;
 pub mod health;

@@ -134,6 +134,7 @@ fn remote_mission(url: &str, tasks: Vec<TaskDefinition>) -> swarm_common::missio
         pool: "general".into(),
         a2a_url: Some(url.to_owned()),
         a2a_credential: Some("painter".into()),
+        skill: None,
     }];
     for t in &mut plan.tasks {
         t.assigned_to = "painter".into();

@@ -853,3 +853,169 @@ async fn hello_lists_every_replica_and_names_a_silent_role() {
     assert!(run.stderr.contains("no worker answered"), "{run:?}");
     assert!(run.stdout.contains("boss") && run.stdout.contains("manager"));
 }
+
+/// Every running replica publishes its agent card: `swarm agents` lists the
+/// boss, the manager, each worker with its pool, skills and tools, and the
+/// gateway with its URL; managers and workers answer `$SRV.INFO` with the
+/// card as metadata; a replica that stops takes its card with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_lists_every_running_replica_from_its_card() {
+    let mut cluster = Cluster::builder()
+        .managers(1)
+        .workers(1)
+        .gateway()
+        .start()
+        .await
+        .unwrap();
+    cluster
+        .local_mut()
+        .spawn_worker(&["--pool", "gpu", "--skills", "render,upscale"])
+        .unwrap();
+    let url = cluster.url();
+    let cards = common::eventually(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        "every replica's card",
+        || async {
+            let run = swarm(&url, &["agents", "--json"]).await;
+            let cards = run.json();
+            let cards = cards.as_array().cloned().unwrap_or_default();
+            if cards.len() == 5 {
+                Ok(cards)
+            } else {
+                Err(format!("{} cards: {run:?}", cards.len()))
+            }
+        },
+    )
+    .await;
+    let roles: Vec<&str> = cards.iter().map(|c| c["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["boss", "gateway", "manager", "worker", "worker"]);
+    let gpu = cards
+        .iter()
+        .find(|c| c["pool"] == "gpu")
+        .expect("the gpu worker's card");
+    let skills: Vec<&str> = gpu["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(&skills[..2], ["render", "upscale"], "{gpu}");
+    assert!(
+        skills.contains(&"calc") && gpu["tools"].as_array().unwrap().len() > 3,
+        "{gpu}"
+    );
+    assert_eq!(gpu["protocol_versions"][0], "1.0");
+    let gateway = &cards[1];
+    assert_eq!(
+        gateway["url"].as_str(),
+        cluster.gateway_url().as_deref(),
+        "{gateway}"
+    );
+    assert!(
+        gateway["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "mission")
+    );
+
+    // The roles are NATS services, their cards the metadata.
+    let nc = cluster.client().await;
+    for role in ["manager", "worker"] {
+        let info = nc
+            .request(format!("$SRV.INFO.{role}"), bytes::Bytes::new())
+            .await
+            .unwrap();
+        let info: serde_json::Value = serde_json::from_slice(&info.payload).unwrap();
+        assert_eq!(info["metadata"]["role"], role, "{info}");
+        assert_eq!(info["metadata"]["protocol_versions"], "1.0", "{info}");
+    }
+
+    // A persona that asks for a skill runs in the pool that offers it; one
+    // that asks for a skill no pool offers fails the mission, saying so.
+    let mut mission = common::mission(
+        "render",
+        vec![common::task("frame", &common::echo("rendered"), &[])],
+    );
+    mission.plan.as_mut().unwrap().workers[0].skill = Some("render".into());
+    let id = submit(&nc, &mission).await;
+    let report = common::final_report(&cluster, &nc, &id, 30).await;
+    assert_eq!(
+        report.overall_status,
+        swarm_common::SwarmStatus::Completed,
+        "{report:#?}"
+    );
+    let state = common::state(&nc, &id).await;
+    assert_eq!(state.tasks[0].pool, "gpu", "routed by skill");
+    assert_eq!(state.workers[0].pool, "gpu");
+    let mut mission = common::mission("fly", vec![common::task("up", &common::echo("up"), &[])]);
+    mission.plan.as_mut().unwrap().workers[0].skill = Some("fly".into());
+    let id = submit(&nc, &mission).await;
+    // It fails in planning: the record says why, and `swarm status` too.
+    let why = common::eventually(
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        "the mission fails for want of the skill",
+        || async {
+            let record = swarm_client::client::mission(&nc, &id)
+                .await
+                .map_err(|e| format!("{e:#}"))?
+                .ok_or("no record")?;
+            let text = serde_json::to_string(&record).unwrap();
+            if text.contains("no running worker pool") {
+                Ok(text)
+            } else {
+                Err(text)
+            }
+        },
+    )
+    .await;
+    assert!(why.contains(r#"skill \"fly\""#), "{why}");
+
+    let run = swarm(&url, &["agents", "--role", "worker"]).await;
+    assert_code(&run, 0);
+    assert!(run.stdout.starts_with("ROLE"), "{run:?}");
+    assert!(
+        run.stdout.contains("gpu") && run.stdout.contains("render,upscale"),
+        "{run:?}"
+    );
+
+    // A worker that stops removes its card; the rest stay.
+    cluster.local_mut().workers[1].terminate(Duration::from_secs(10));
+    common::eventually(
+        Duration::from_secs(15),
+        Duration::from_millis(200),
+        "the stopped worker's card is gone",
+        || async {
+            let run = swarm(&url, &["agents", "--role", "worker", "--json"]).await;
+            match run.json().as_array().map(Vec::len) {
+                Some(1) => Ok(()),
+                other => Err(format!("{other:?}: {run:?}")),
+            }
+        },
+    )
+    .await;
+    let run = swarm(&url, &["agents", "--role", "gateway"]).await;
+    assert_code(&run, 0);
+    cluster
+        .local_mut()
+        .gateway
+        .as_mut()
+        .unwrap()
+        .terminate(Duration::from_secs(10));
+    common::eventually(
+        Duration::from_secs(15),
+        Duration::from_millis(200),
+        "no gateway runs",
+        || async {
+            let run = swarm(&url, &["agents", "--role", "gateway"]).await;
+            if run.code == 6 && run.stderr.contains("no running gateway") {
+                Ok(())
+            } else {
+                Err(format!("{run:?}"))
+            }
+        },
+    )
+    .await;
+}

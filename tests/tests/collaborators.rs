@@ -45,6 +45,7 @@ fn persona(name: &str, prompt: &str, collaborators: &[&str], pool: &str) -> Work
         pool: pool.into(),
         a2a_url: None,
         a2a_credential: None,
+        skill: None,
     }
 }
 

@@ -547,6 +547,7 @@ async fn each_role_does_its_part_and_nothing_else() {
 /// its consumer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gateway_reads_decides_for_its_callers_and_pushes_and_nothing_else() {
+    // (and every role writes its own agent card, below)
     let nats = NatsCluster::start(1).unwrap();
     let admin = Conn::new(&nats, "admin").await;
     let gateway = Conn::new(&nats, "gateway").await;
@@ -663,6 +664,48 @@ async fn the_gateway_reads_decides_for_its_callers_and_pushes_and_nothing_else()
         gateway.client.flush().await.unwrap();
         gateway.expect_violation(subject).await;
     }
+    // Agent cards: each role writes its own, under its own name; the
+    // client reads them all.
+    for (c, role) in [
+        (&gateway, "gateway"),
+        (&boss, "boss"),
+        (&manager, "manager"),
+        (&worker, "worker"),
+    ] {
+        c.errors.lock().unwrap().clear();
+        let agents = c.js().get_key_value(subjects::AGENTS_BUCKET).await.unwrap();
+        agents
+            .put(format!("{role}.{role}-1"), Bytes::from_static(b"{}"))
+            .await
+            .unwrap_or_else(|e| panic!("{role} writes its card: {e}"));
+        c.clean();
+    }
+    for (c, other) in [
+        (&gateway, "boss"),
+        (&boss, "worker"),
+        (&worker, "manager"),
+        (&manager, "gateway"),
+        (&client, "client"),
+    ] {
+        c.refused_publish(&format!("$KV.agents.{other}.{other}-9"))
+            .await;
+    }
+    let cards = swarm_client::agents::list(&client.client).await.unwrap();
+    assert!(
+        cards.is_empty(),
+        "the test's values are not cards: {cards:?}"
+    );
+    let agents = client
+        .js()
+        .get_key_value(subjects::AGENTS_BUCKET)
+        .await
+        .unwrap();
+    assert!(agents.get("worker.worker-1").await.unwrap().is_some());
+    client.errors.lock().unwrap().clear();
+    for c in [&gateway, &boss, &worker, &manager] {
+        c.errors.lock().unwrap().clear();
+    }
+
     // No one else has its bucket or its consumer.
     for c in [&client, &worker, &manager, &boss] {
         c.refused_publish("$KV.a2a-push.s1").await;

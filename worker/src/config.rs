@@ -36,6 +36,8 @@ pub struct WorkerConfig {
     pub approval_wait: Duration,
     /// Which remote A2A agents its personas may name, and their tokens.
     pub remote: crate::remote::RemoteConfig,
+    /// What the pool is for, as skill ids on its card (beside one per tool).
+    pub skills: Vec<String>,
 }
 
 /// The workspace of a worker that is not given one: a folder of its own
@@ -72,6 +74,7 @@ impl WorkerConfig {
             tool_args: ToolArgs::default(),
             approval_wait: Duration::from_secs(600),
             remote: Default::default(),
+            skills: Vec::new(),
         }
     }
 }

@@ -43,6 +43,9 @@ pub(crate) struct Ctx {
     pub(crate) questions: waits::Waits,
     /// The client of remote A2A agents.
     pub(crate) remotes: crate::remote::Remotes,
+    /// The skills on this worker's card: its pool's configured ones, then
+    /// one per tool.
+    pub(crate) skills: Vec<String>,
 }
 
 impl Ctx {
@@ -74,7 +77,14 @@ impl Ctx {
             tools.register(typed(tools::Sleep));
             journal::journaled_tools(&tools)
         };
+        let mut skills = config.skills.clone();
+        for spec in tools.specs() {
+            if !skills.contains(&spec.name) {
+                skills.push(spec.name);
+            }
+        }
         Ok(Ctx {
+            skills,
             consumer: subjects::worker_consumer(&config.pool),
             journal: Arc::new(infra.journal.clone()),
             infra: infra.clone(),

@@ -604,6 +604,7 @@ mod tests {
                 pool: "general".into(),
                 a2a_url: None,
                 a2a_credential: None,
+                skill: None,
             },
             attempt: 2,
             revision: 1,

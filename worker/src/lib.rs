@@ -38,6 +38,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use async_nats::service::ServiceExt as _;
 use swarm_common::subjects;
 use swarm_runtime::Infra;
 use tracing::info;
@@ -69,12 +70,27 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
         .await
         .context("subscribing to control messages")?;
     let control_watch = tokio::spawn(control::watch(ctx.clone(), control));
+    // The pool's card: its configured skills, then one per tool.
+    let mut card = swarm_runtime::cards::card("worker", &config.agent_id);
+    card.pool = Some(config.pool.clone());
+    card.tools = ctx.tools.specs().into_iter().map(|s| s.name).collect();
+    card.skills = ctx.skills.clone();
+    let service = client
+        .service_builder()
+        .description("Swarm worker: runs the tasks of its pool")
+        .metadata(card.metadata())
+        .start("worker", env!("CARGO_PKG_VERSION"))
+        .await
+        .map_err(|e| anyhow::anyhow!("starting the worker service: {e}"))?;
+    let card = swarm_runtime::cards::publish(&infra.agents, card).await;
     info!(agent_id = %config.agent_id, pool = %config.pool, workspace = %root.display(), provider = ctx.provider.name(), "worker ready");
     swarm_runtime::health::started();
 
     let mut running = consumer::serve(ctx, assignments, concurrency, shutdown).await;
     info!("worker draining");
     swarm_runtime::health::stopping();
+    let _ = service.stop().await;
+    card.withdraw().await;
     control_watch.abort();
     swarm_runtime::shutdown::drain(&mut running, config.drain_timeout, "tasks").await;
     client.drain().await.ok();

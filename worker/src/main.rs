@@ -46,6 +46,16 @@ struct Cli {
     /// `SWARM_A2A_CREDENTIAL_<NAME>` as a bearer token.
     #[arg(long, env = "SWARM_A2A_ALLOW", default_value = "")]
     a2a_allow: String,
+    /// Skill ids this pool offers on its agent card, beside one per tool
+    /// (comma-separated): a persona's `skill` is routed to a pool that
+    /// offers it.
+    #[arg(
+        long,
+        env = "SWARM_WORKER_SKILLS",
+        default_value = "",
+        value_delimiter = ','
+    )]
+    skills: Vec<String>,
     /// The model the agent loop talks to.
     #[command(flatten)]
     provider: swarm_agent::provider::ProviderArgs,
@@ -72,5 +82,11 @@ async fn main() -> anyhow::Result<()> {
     config.provider = cli.provider.config_for_role("WORKER")?;
     config.tool_args = cli.tools;
     config.remote = swarm_worker::RemoteConfig::from_env_and(&cli.a2a_allow);
+    config.skills = cli
+        .skills
+        .iter()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect();
     swarm_worker::run(config, swarm_runtime::shutdown::signal()).await
 }

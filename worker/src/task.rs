@@ -230,6 +230,21 @@ async fn run_rounds(
     events: &mpsc::UnboundedSender<AgentEvent>,
 ) -> anyhow::Result<(AgentOutcome, Vec<GateVerdict>)> {
     let a = &env.body;
+    if let Some(skill) = &a.persona.skill
+        && !ctx.skills.contains(skill)
+    {
+        // The boss chose this pool when its workers offered the skill; this
+        // one does not (a pool's replicas configured apart).
+        let error = swarm_common::ErrorBody::new(
+            swarm_common::ErrorCode::NotFound,
+            format!(
+                "persona {:?} needs skill {skill:?}, which this worker of pool {:?} does not \
+                 offer",
+                a.persona.name, a.persona.pool
+            ),
+        );
+        return Ok((decide::failed(error, ctx.provider.name()), Vec::new()));
+    }
     if a.persona.a2a_url.is_some() {
         let run = remote::run_rounds(ctx, env, &task, delivered).await?;
         return Ok((run.outcome, run.gate_verdicts));

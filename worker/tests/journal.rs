@@ -73,6 +73,7 @@ fn task() -> AgentTask {
             pool: "general".into(),
             a2a_url: None,
             a2a_credential: None,
+            skill: None,
         },
         context: vec![],
         feedback: vec![],

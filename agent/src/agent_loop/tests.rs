@@ -22,6 +22,7 @@ fn persona(tools: &[&str]) -> WorkerDeploymentPlan {
         pool: "general".into(),
         a2a_url: None,
         a2a_credential: None,
+        skill: None,
     }
 }
 

@@ -282,6 +282,7 @@ pub fn offline_plan(mission: &str, tool_names: &[String]) -> SwarmDeploymentPlan
             pool: swarm_common::default_pool(),
             a2a_url: None,
             a2a_credential: None,
+            skill: None,
         })
         .collect();
     let success_criteria = tasks

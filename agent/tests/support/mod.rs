@@ -104,6 +104,7 @@ pub fn task(description: &str, persona_tools: &[&str]) -> swarm_agent::AgentTask
             pool: "general".into(),
             a2a_url: None,
             a2a_credential: None,
+            skill: None,
         },
         context: vec![],
         feedback: vec![],

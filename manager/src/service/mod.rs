@@ -39,6 +39,7 @@ use async_nats::jetstream::{
     self,
     consumer::{PriorityPolicy, PullConsumer},
 };
+use async_nats::service::ServiceExt as _;
 use chrono::Utc;
 use futures::StreamExt;
 use swarm_common::subjects;
@@ -158,6 +159,18 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
             .messages()
     };
     let mut messages = pull().await.context("pulling manager events")?;
+    // The manager's card, in the `agents` bucket and as the metadata of its
+    // NATS service (which answers `$SRV.PING`, `INFO` and `STATS`).
+    let mut card = swarm_runtime::cards::card("manager", &config.agent_id);
+    card.skills = vec!["manage-swarms".into(), "review-results".into()];
+    let service = client
+        .service_builder()
+        .description("Swarm manager: runs the swarms' task graphs and reviews their results")
+        .metadata(card.metadata())
+        .start("manager", env!("CARGO_PKG_VERSION"))
+        .await
+        .map_err(|e| anyhow::anyhow!("starting the manager service: {e}"))?;
+    let card = swarm_runtime::cards::publish(&infra.agents, card).await;
     let (reroute, mut rerouted) = mpsc::unbounded_channel();
     let ctx = Arc::new(Ctx {
         control_checks: Arc::new(tokio::sync::Semaphore::new(CONTROL_CHECKS)),
@@ -235,6 +248,8 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
     }
     info!("manager draining");
     swarm_runtime::health::stopping();
+    let _ = service.stop().await;
+    card.withdraw().await;
     sweeper.abort();
     drop(actors);
     swarm_runtime::shutdown::drain(&mut running, config.drain_timeout, "swarm events").await;

@@ -451,6 +451,7 @@ mod tests {
             pool: "general".into(),
             a2a_url: None,
             a2a_credential: None,
+            skill: None,
         };
         swarm_common::TaskAssignment {
             tasks: Vec::new(),

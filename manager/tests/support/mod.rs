@@ -49,6 +49,7 @@ pub fn deployment_between(
                 pool: "code".into(),
                 a2a_url: None,
                 a2a_credential: None,
+                skill: None,
             }],
             tasks,
             success_criteria: vec![],

@@ -260,6 +260,7 @@ pub fn plan(tasks: Vec<TaskDefinition>) -> SwarmDeploymentPlan {
             pool: "general".into(),
             a2a_url: None,
             a2a_credential: None,
+            skill: None,
         }],
         tasks,
         success_criteria: vec![],
