@@ -13,11 +13,13 @@
 //! - [`list`]: the newest swarms, a page at a time, at a cost that grows
 //!   with the page and not with the swarms that have ever run;
 //! - [`agents`]: the running replicas' agent cards (`swarm agents`);
+//! - [`a2a`]: an A2A client over the NATS binding of the gateway;
 //! - [`exit`]: the exit code each failure calls for, which the calls above
 //!   attach to their errors.
 //!
 //! Nothing here prints: showing the answers is the `swarm` command's job.
 
+pub mod a2a;
 pub mod agents;
 pub mod client;
 pub mod exit;

@@ -17,6 +17,10 @@ pub fn hello(role: &str) -> String {
     format!("swarm.hello.{role}")
 }
 
+/// The A2A NATS binding's requests (docs/a2a-nats.md), served by the
+/// gateway replicas; no stream captures it.
+pub const A2A_RPC: &str = "a2a.rpc";
+
 /// Every role's handshake subject.
 pub const HELLO_FILTER: &str = "swarm.hello.*";
 

@@ -101,6 +101,9 @@ pub struct CardInputs {
     pub tool_names: Vec<String>,
     /// Whether callers must authenticate.
     pub authenticated: bool,
+    /// Where the A2A NATS binding is reached (`nats://host:port/<subject>`),
+    /// if the card names it.
+    pub nats_url: Option<String>,
 }
 
 /// Examples of missions, for the skills whose tools they use.
@@ -177,7 +180,17 @@ pub fn card(inputs: &CardInputs) -> AgentCard {
             workers act with tools. A task is completed only when every step did what it was \
             asked."
             .into(),
-        supported_interfaces: vec![interface("JSONRPC"), interface("HTTP+JSON")],
+        supported_interfaces: {
+            let mut interfaces = vec![interface("JSONRPC"), interface("HTTP+JSON")];
+            if let Some(url) = &inputs.nats_url {
+                interfaces.push(AgentInterface {
+                    url: url.clone(),
+                    protocol_binding: crate::nats::BINDING.into(),
+                    protocol_version: "1.0".into(),
+                });
+            }
+            interfaces
+        },
         provider: AgentProvider {
             organization: "Swarm".into(),
             url: base.to_owned(),
@@ -213,6 +226,7 @@ mod tests {
                 .map(String::from)
                 .to_vec(),
             authenticated,
+            nats_url: None,
         }
     }
 
@@ -242,6 +256,19 @@ mod tests {
         );
         assert_eq!(c["skills"][1]["tags"], json!(["calc"]));
         assert!(c.get("securitySchemes").is_none());
+    }
+
+    #[test]
+    fn the_nats_binding_is_listed_by_its_uri_when_named() {
+        let c = serde_json::to_value(card(&inputs(false))).unwrap();
+        assert_eq!(c["supportedInterfaces"].as_array().unwrap().len(), 2);
+        let mut with = inputs(false);
+        with.nats_url = Some("nats://nats:4222/a2a.rpc".into());
+        let c = serde_json::to_value(card(&with)).unwrap();
+        let nats = &c["supportedInterfaces"][2];
+        assert_eq!(nats["protocolBinding"], crate::nats::BINDING);
+        assert_eq!(nats["url"], "nats://nats:4222/a2a.rpc");
+        assert_eq!(nats["protocolVersion"], "1.0");
     }
 
     #[test]

@@ -47,7 +47,7 @@ pub struct Gateway {
 type Shared = Arc<Gateway>;
 
 /// The router.
-pub fn router(gateway: Gateway, body_limit: usize) -> Router {
+pub fn router(gateway: Arc<Gateway>, body_limit: usize) -> Router {
     Router::new()
         .route("/.well-known/agent-card.json", get(agent_card))
         .route("/", post(jsonrpc))
@@ -67,7 +67,7 @@ pub fn router(gateway: Gateway, body_limit: usize) -> Router {
         .route("/reports/{file}", get(report_html))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(body_limit))
-        .with_state(Arc::new(gateway))
+        .with_state(gateway)
 }
 
 async fn agent_card(State(g): State<Shared>) -> Response {
@@ -93,7 +93,7 @@ fn same_secret(a: &str, b: &str) -> bool {
 
 /// The caller a request's credentials name: `Authorization: Bearer <token>`
 /// or `X-API-Key: <token>`.
-fn authenticate(g: &Gateway, headers: &HeaderMap) -> Result<Caller, A2aError> {
+pub(crate) fn authenticate(g: &Gateway, headers: &HeaderMap) -> Result<Caller, A2aError> {
     if g.tokens.is_empty() {
         return Ok(Caller(None));
     }
@@ -150,7 +150,7 @@ fn check_version(headers: &HeaderMap) -> Result<(), A2aError> {
 }
 
 /// Authentication, then the version: what every A2A request passes.
-fn admit(g: &Gateway, headers: &HeaderMap) -> Result<Caller, A2aError> {
+pub(crate) fn admit(g: &Gateway, headers: &HeaderMap) -> Result<Caller, A2aError> {
     let caller = authenticate(g, headers)?;
     check_version(headers)?;
     Ok(caller)
@@ -183,7 +183,7 @@ where
 
 // ---- JSON-RPC ----
 
-fn to_json<T: serde::Serialize>(v: &T) -> Value {
+pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
@@ -216,16 +216,15 @@ fn challenge(r: &mut Response, e: &A2aError) {
     }
 }
 
-async fn jsonrpc(State(g): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
-    let request: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => {
-            return rpc_error(
-                &Value::Null,
-                &A2aError::new(ErrorKind::JsonParse, format!("the body is not JSON: {e}")),
-            );
-        }
-    };
+/// A JSON-RPC 2.0 request's id, method and params; or the id to answer
+/// with (null when it cannot be read) and why it is not one.
+pub(crate) fn parse_rpc(body: &[u8]) -> Result<(Value, String, Value), (Value, A2aError)> {
+    let request: Value = serde_json::from_slice(body).map_err(|e| {
+        (
+            Value::Null,
+            A2aError::new(ErrorKind::JsonParse, format!("the body is not JSON: {e}")),
+        )
+    })?;
     let id = request.get("id").cloned().unwrap_or(Value::Null);
     let valid_id = matches!(id, Value::Null | Value::String(_) | Value::Number(_));
     let method = request.get("method").and_then(Value::as_str);
@@ -234,23 +233,118 @@ async fn jsonrpc(State(g): State<Shared>, headers: HeaderMap, body: Bytes) -> Re
         request.get("jsonrpc").and_then(Value::as_str),
         method,
     ) else {
-        return rpc_error(
-            &if valid_id { id } else { Value::Null },
-            &A2aError::new(
+        return Err((
+            if valid_id { id } else { Value::Null },
+            A2aError::new(
                 ErrorKind::InvalidRequest,
                 "not a JSON-RPC 2.0 request: it needs \"jsonrpc\": \"2.0\", a string \
                  \"method\" and a string or number \"id\"",
             ),
-        );
+        ));
+    };
+    let params = request.get("params").cloned().unwrap_or(json!({}));
+    Ok((id, method.to_owned(), params))
+}
+
+async fn jsonrpc(State(g): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    let (id, method, params) = match parse_rpc(&body) {
+        Ok(parsed) => parsed,
+        Err((id, e)) => return rpc_error(&id, &e),
     };
     let caller = match admit(&g, &headers) {
         Ok(c) => c,
         Err(e) => return rpc_error(&id, &e),
     };
-    let params = request.get("params").cloned().unwrap_or(json!({}));
-    match rpc_call(&g, &caller, method, params, &id).await {
+    match rpc_call(&g, &caller, &method, params, &id).await {
         Ok(r) => r,
         Err(e) => rpc_error(&id, &e),
+    }
+}
+
+/// What a JSON-RPC method answers, in any binding: a result, or a stream
+/// of events.
+pub enum RpcAnswer {
+    /// The `result` of the response.
+    Value(Value),
+    /// The events of a streaming method, each the `result` of a response.
+    Stream(futures::stream::BoxStream<'static, crate::types::StreamResponse>),
+}
+
+/// Carries out JSON-RPC method `method` with `params` for `caller`: the
+/// same for the HTTP binding at `/` and the NATS binding (`crate::nats`).
+pub async fn rpc_dispatch(
+    g: &Gateway,
+    caller: &Caller,
+    method: &str,
+    params: Value,
+) -> Result<RpcAnswer, A2aError> {
+    let value = |v: Value| Ok(RpcAnswer::Value(v));
+    match method {
+        "SendMessage" => {
+            let request: SendMessageRequest = parse(params)?;
+            let task = g.swarms.send(caller, &request).await?;
+            value(json!({"task": to_json(&task)}))
+        }
+        "SendStreamingMessage" => {
+            let request: SendMessageRequest = parse(params)?;
+            let events = start_stream(g, caller, &request).await?;
+            Ok(RpcAnswer::Stream(events.boxed()))
+        }
+        "SubscribeToTask" => {
+            let request: SubscribeToTaskRequest = parse(params)?;
+            let events =
+                crate::stream::open(g.swarms.clone(), caller.clone(), request.id, true).await?;
+            Ok(RpcAnswer::Stream(events.boxed()))
+        }
+        "GetTask" => {
+            let request: GetTaskRequest = parse(params)?;
+            let task = g
+                .swarms
+                .task(caller, &request.id, history_shape(request.history_length))
+                .await?;
+            value(to_json(&task))
+        }
+        "ListTasks" => {
+            let request: ListTasksRequest = parse(params)?;
+            value(to_json(&g.swarms.list(caller, &request).await?))
+        }
+        "CancelTask" => {
+            let request: CancelTaskRequest = parse(params)?;
+            value(to_json(&g.swarms.cancel(caller, &request.id).await?))
+        }
+        "CreateTaskPushNotificationConfig" => {
+            let config: TaskPushNotificationConfig = parse(params)?;
+            let task_id = config.task_id.clone();
+            value(to_json(
+                &g.swarms.push_create(caller, &task_id, config).await?,
+            ))
+        }
+        "GetTaskPushNotificationConfig" => {
+            let request: TaskPushNotificationConfigRequest = parse(params)?;
+            value(to_json(
+                &g.swarms
+                    .push_get(caller, &request.task_id, &request.id)
+                    .await?,
+            ))
+        }
+        "ListTaskPushNotificationConfigs" => {
+            let request: ListTaskPushNotificationConfigsRequest = parse(params)?;
+            value(to_json(
+                &g.swarms.push_list(caller, &request.task_id).await?,
+            ))
+        }
+        "DeleteTaskPushNotificationConfig" => {
+            let request: TaskPushNotificationConfigRequest = parse(params)?;
+            g.swarms
+                .push_delete(caller, &request.task_id, &request.id)
+                .await?;
+            value(json!({}))
+        }
+        "GetExtendedAgentCard" => Err(no_extended_card()),
+        other => Err(A2aError::new(
+            ErrorKind::MethodNotFound,
+            format!("no method {other:?}"),
+        )),
     }
 }
 
@@ -261,81 +355,16 @@ async fn rpc_call(
     params: Value,
     id: &Value,
 ) -> Result<Response, A2aError> {
-    match method {
-        "SendMessage" => {
-            let request: SendMessageRequest = parse(params)?;
-            let task = g.swarms.send(caller, &request).await?;
-            Ok(rpc_result(id, json!({"task": to_json(&task)})))
-        }
-        "SendStreamingMessage" => {
-            let request: SendMessageRequest = parse(params)?;
-            let events = start_stream(g, caller, &request).await?;
+    Ok(match rpc_dispatch(g, caller, method, params).await? {
+        RpcAnswer::Value(v) => rpc_result(id, v),
+        RpcAnswer::Stream(events) => {
             let id = id.clone();
-            Ok(sse(
+            sse(
                 events,
                 move |r| json!({"jsonrpc": "2.0", "id": id, "result": r}),
-            ))
+            )
         }
-        "SubscribeToTask" => {
-            let request: SubscribeToTaskRequest = parse(params)?;
-            let events =
-                crate::stream::open(g.swarms.clone(), caller.clone(), request.id, true).await?;
-            let id = id.clone();
-            Ok(sse(
-                events,
-                move |r| json!({"jsonrpc": "2.0", "id": id, "result": r}),
-            ))
-        }
-        "GetTask" => {
-            let request: GetTaskRequest = parse(params)?;
-            let task = g
-                .swarms
-                .task(caller, &request.id, history_shape(request.history_length))
-                .await?;
-            Ok(rpc_result(id, to_json(&task)))
-        }
-        "ListTasks" => {
-            let request: ListTasksRequest = parse(params)?;
-            let page = g.swarms.list(caller, &request).await?;
-            Ok(rpc_result(id, to_json(&page)))
-        }
-        "CancelTask" => {
-            let request: CancelTaskRequest = parse(params)?;
-            let task = g.swarms.cancel(caller, &request.id).await?;
-            Ok(rpc_result(id, to_json(&task)))
-        }
-        "CreateTaskPushNotificationConfig" => {
-            let config: TaskPushNotificationConfig = parse(params)?;
-            let task_id = config.task_id.clone();
-            let made = g.swarms.push_create(caller, &task_id, config).await?;
-            Ok(rpc_result(id, to_json(&made)))
-        }
-        "GetTaskPushNotificationConfig" => {
-            let request: TaskPushNotificationConfigRequest = parse(params)?;
-            let config = g
-                .swarms
-                .push_get(caller, &request.task_id, &request.id)
-                .await?;
-            Ok(rpc_result(id, to_json(&config)))
-        }
-        "ListTaskPushNotificationConfigs" => {
-            let request: ListTaskPushNotificationConfigsRequest = parse(params)?;
-            let page = g.swarms.push_list(caller, &request.task_id).await?;
-            Ok(rpc_result(id, to_json(&page)))
-        }
-        "DeleteTaskPushNotificationConfig" => {
-            let request: TaskPushNotificationConfigRequest = parse(params)?;
-            g.swarms
-                .push_delete(caller, &request.task_id, &request.id)
-                .await?;
-            Ok(rpc_result(id, json!({})))
-        }
-        "GetExtendedAgentCard" => Err(no_extended_card()),
-        other => Err(A2aError::new(
-            ErrorKind::MethodNotFound,
-            format!("no method {other:?}"),
-        )),
-    }
+    })
 }
 
 fn no_extended_card() -> A2aError {

@@ -19,12 +19,14 @@
 //! - [`swarms`]: the operations, over NATS;
 //! - [`stream`]: SSE streams of a task;
 //! - [`push`]: webhooks and their delivery;
-//! - [`http`]: the router.
+//! - [`http`]: the router, and the JSON-RPC dispatch both bindings share;
+//! - [`nats`]: the A2A NATS binding (`docs/a2a-nats.md`).
 
 pub mod card;
 pub mod error;
 pub mod http;
 pub mod mapping;
+pub mod nats;
 pub mod push;
 pub mod stream;
 pub mod swarms;
@@ -58,6 +60,9 @@ pub struct GatewayConfig {
     pub tool_names: Vec<String>,
     /// Take webhooks on private and loopback addresses.
     pub push_allow_private: bool,
+    /// The URL the card names for the NATS binding (`nats://host:port/a2a.rpc`),
+    /// which is served on the gateway's own connection either way.
+    pub nats_url: Option<String>,
 }
 
 /// Parses tokens: `name:secret` entries separated by commas or new lines
@@ -96,6 +101,8 @@ pub struct Bound {
     pub skills: Vec<String>,
     deliverer: std::sync::Arc<push::Deliverer>,
     pushes: async_nats::jetstream::consumer::pull::Stream,
+    gateway: std::sync::Arc<http::Gateway>,
+    client: async_nats::Client,
 }
 
 /// Binds the listener and builds the router (separate from [`serve`] so a
@@ -115,11 +122,13 @@ pub async fn bind(config: GatewayConfig) -> anyhow::Result<Bound> {
         public_url: public_url.clone(),
         tool_names: config.tool_names.clone(),
         authenticated: !config.tokens.is_empty(),
+        nats_url: config.nats_url.clone(),
     });
     let skills = card.skills.iter().map(|s| s.id.clone()).collect();
     // A mission request is at most the boss's limit; a message around it
     // adds little.
     let body_limit = config.limits.max_mission_bytes.saturating_mul(2) + 64 * 1024;
+    let client = config.client.clone();
     let store = push::PushStore::open(&config.client).await?;
     let swarms = swarms::Swarms {
         client: config.client,
@@ -142,9 +151,12 @@ pub async fn bind(config: GatewayConfig) -> anyhow::Result<Bound> {
         card,
         tokens: config.tokens,
     };
+    let gateway = std::sync::Arc::new(gateway);
     Ok(Bound {
         listener,
-        router: http::router(gateway, body_limit),
+        router: http::router(gateway.clone(), body_limit),
+        gateway,
+        client,
         local_addr,
         public_url,
         skills,
@@ -167,6 +179,11 @@ pub async fn serve(
             let _ = stopped.wait_for(|s| *s).await;
         })
     });
+    let over_nats = tokio::spawn(nats::serve(
+        bound.gateway.clone(),
+        bound.client.clone(),
+        stopped.clone(),
+    ));
     let served = axum::serve(bound.listener, bound.router)
         .with_graceful_shutdown(async move {
             shutdown.await;
@@ -175,6 +192,13 @@ pub async fn serve(
         .await
         .context("serving A2A");
     pushing.abort();
+    // Told to stop with the HTTP server; an HTTP server that failed on its
+    // own leaves it running, and the process's end takes it.
+    match tokio::time::timeout(Duration::from_secs(2), over_nats).await {
+        Ok(Ok(Err(e))) => tracing::warn!(error = %format!("{e:#}"), "the A2A NATS binding stopped"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "the A2A NATS binding panicked"),
+        _ => {}
+    }
     served
 }
 

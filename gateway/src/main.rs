@@ -47,6 +47,11 @@ struct Cli {
     /// own network through them).
     #[arg(long, env = "SWARM_GATEWAY_PUSH_ALLOW_PRIVATE")]
     push_allow_private: bool,
+    /// The URL the card names for the A2A NATS binding
+    /// (`nats://host:port/a2a.rpc`, docs/a2a-nats.md); default: the first
+    /// of --nats-url. The binding is served either way.
+    #[arg(long, env = "SWARM_GATEWAY_NATS_BINDING_URL")]
+    nats_binding_url: Option<String>,
     /// Copies of each stream and bucket it creates, when it is the first
     /// role to start (3 for a production cluster).
     #[arg(long, env = "SWARM_REPLICAS", default_value_t = 1)]
@@ -108,6 +113,21 @@ async fn main() -> anyhow::Result<()> {
         send_wait: std::time::Duration::from_secs(cli.send_wait),
         tool_names: swarm_boss::worker_tool_names(&cli.tools),
         push_allow_private: cli.push_allow_private,
+        nats_url: Some(cli.nats_binding_url.clone().unwrap_or_else(|| {
+            let first = cli
+                .common
+                .nats
+                .url
+                .split(',')
+                .next()
+                .unwrap_or_default()
+                .trim();
+            format!(
+                "{}/{}",
+                first.trim_end_matches('/'),
+                swarm_gateway::nats::RPC_SUBJECT
+            )
+        })),
     })
     .await?;
     tracing::info!(

@@ -349,3 +349,130 @@ async fn bad_requests_get_the_spec_errors_in_each_binding() {
     let mut cluster = cluster;
     common::assert_all_running(&mut cluster);
 }
+
+/// The A2A NATS binding (docs/a2a-nats.md): the card names it, and the
+/// client library's caller runs the same methods over NATS request/reply,
+/// a stream of a task to its end among them, with the spec's errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_nats_binding_serves_the_same_methods() {
+    use futures::StreamExt;
+    use swarm_client::a2a::{A2aRpcError, NatsA2a};
+    let cluster = gateway_cluster().await;
+    let card: serde_json::Value = reqwest::get(format!(
+        "{}/.well-known/agent-card.json",
+        cluster.gateway_url().unwrap()
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let nats = card["supportedInterfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["protocolBinding"] == swarm_gateway::nats::BINDING)
+        .unwrap_or_else(|| panic!("the card names the NATS binding: {card}"));
+    assert_eq!(
+        nats["url"].as_str().unwrap(),
+        format!("{}/a2a.rpc", cluster.url())
+    );
+    let nc = cluster.client().await;
+    let a2a = NatsA2a::new(nc.clone(), Some(TOKEN.to_owned()));
+
+    // A mission streamed from its start to its end.
+    let events: Vec<serde_json::Value> = a2a
+        .stream(
+            "SendStreamingMessage",
+            serde_json::json!({"message": {"messageId": "nats-1", "role": "ROLE_USER",
+                "parts": [{"text": "1. Compute 6 * 7\n2. Checksum the previous result"}]}}),
+        )
+        .await
+        .unwrap()
+        .map(|e| e.unwrap())
+        .collect()
+        .await;
+    assert!(events[0].get("task").is_some(), "{events:?}");
+    let id = events[0]["task"]["id"].as_str().unwrap().to_owned();
+    // The end: a terminal status update, or (a mission that ended before
+    // the stream read it) the task alone, ended.
+    let last = events.last().unwrap();
+    let end = last
+        .get("statusUpdate")
+        .or_else(|| last.get("task"))
+        .map(|e| e["status"]["state"].clone());
+    assert_eq!(
+        end,
+        Some(serde_json::json!("TASK_STATE_COMPLETED")),
+        "{events:?}"
+    );
+    // A running task followed to its end.
+    let napping = a2a
+        .send_text("nats-0", r#"{"tool": "sleep", "arguments": {"ms": 1500}}"#)
+        .await
+        .unwrap();
+    let followed: Vec<serde_json::Value> = a2a
+        .subscribe(napping["id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .map(|e| e.unwrap())
+        .collect()
+        .await;
+    assert_eq!(
+        followed.last().unwrap()["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED",
+        "{followed:?}"
+    );
+    let done = a2a.get_task(&id).await.unwrap();
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED");
+    assert!(done["artifacts"].to_string().contains("42"), "{done}");
+    let listed = a2a.list_tasks(serde_json::json!({})).await.unwrap();
+    assert_eq!(listed["tasks"][1]["id"], id.as_str(), "{listed}");
+
+    // Cancel a running one.
+    let slow = a2a
+        .send_text("nats-2", r#"{"tool": "sleep", "arguments": {"ms": 30000}}"#)
+        .await
+        .unwrap();
+    let slow = slow["id"].as_str().unwrap();
+    let cancelled = a2a.cancel_task(slow).await.unwrap();
+    assert_eq!(
+        cancelled["status"]["state"], "TASK_STATE_CANCELED",
+        "{cancelled}"
+    );
+
+    // The spec's errors, as JSON-RPC errors in the reply.
+    let code = |e: anyhow::Error| e.downcast_ref::<A2aRpcError>().map(|e| e.code);
+    assert_eq!(
+        code(a2a.get_task("no-such-task").await.unwrap_err()),
+        Some(-32001)
+    );
+    let anonymous = NatsA2a::new(nc.clone(), None);
+    let refused = anonymous.get_task(&id).await.unwrap_err();
+    assert!(
+        refused.to_string().contains("authentication")
+            || format!("{refused:#}").contains("authentication"),
+        "{refused:#}"
+    );
+    let subscribed_late = a2a.subscribe(&id).await.unwrap().next().await.unwrap();
+    assert_eq!(code(subscribed_late.unwrap_err()), Some(-32004));
+    // A request that is not JSON-RPC, and one without a version.
+    let reply = nc
+        .request(swarm_gateway::nats::RPC_SUBJECT, "not json".into())
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&reply.payload).contains("-32700"));
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Authorization", format!("Bearer {TOKEN}").as_str());
+    let reply = nc
+        .request_with_headers(
+            swarm_gateway::nats::RPC_SUBJECT,
+            headers,
+            r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}"#.into(),
+        )
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&reply.payload).contains("-32009"));
+    let mut cluster = cluster;
+    common::assert_all_running(&mut cluster);
+}

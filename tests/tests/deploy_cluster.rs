@@ -268,8 +268,9 @@ async fn a_mission_completes_on_a_three_node_cluster_configured_like_the_manifes
             .unwrap();
     assert!(std::fs::read_to_string(html).unwrap().contains("notes.txt"));
 
-    // An A2A caller, through the gateway as user `gateway`.
-    a2a_through_the_gateway(&gateways).await;
+    // An A2A caller, through the gateway as user `gateway`, over HTTP and
+    // (as user `client`) over the NATS binding.
+    a2a_through_the_gateway(&gateways, &client).await;
 
     // Every role answers /readyz and /metrics; the bosses counted the mission.
     let mut accepted = 0;
@@ -375,7 +376,7 @@ const A2A_TOKEN: &str = "deploy-test-a2a-token-0123456789";
 /// A mission through each of the gateway replicas: one completes and
 /// pushes its end to a webhook; its task is read, listed and its report
 /// fetched; another is cancelled.
-async fn a2a_through_the_gateway(gateways: &[SocketAddr]) {
+async fn a2a_through_the_gateway(gateways: &[SocketAddr], nc: &async_nats::Client) {
     use axum::{Router, http::HeaderMap, routing::post};
     use serde_json::{Value, json};
     let pushed = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, Value)>::new()));
@@ -491,11 +492,25 @@ async fn a2a_through_the_gateway(gateways: &[SocketAddr]) {
     )
     .await;
     let slow = slow["task"]["id"].as_str().unwrap().to_owned();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Over NATS: the task read, and followed while it is cancelled (a
+    // stream is many answers to one request).
+    let over_nats = swarm_client::a2a::NatsA2a::new(nc.clone(), Some(A2A_TOKEN.to_owned()));
+    let read = over_nats.get_task(&id).await.unwrap();
+    assert_eq!(read["status"]["state"], "TASK_STATE_COMPLETED", "{read}");
+    let mut events = over_nats.subscribe(&slow).await.unwrap();
+    use futures::StreamExt as _;
+    let first = events.next().await.unwrap().unwrap();
+    assert!(first.get("task").is_some(), "{first}");
     let cancelled = rpc(last, "CancelTask", json!({"id": slow})).await;
     assert_eq!(
         cancelled["status"]["state"], "TASK_STATE_CANCELED",
         "{cancelled}"
+    );
+    let rest: Vec<_> = events.collect().await;
+    let end = rest.last().unwrap().as_ref().unwrap();
+    assert_eq!(
+        end["statusUpdate"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{rest:?}"
     );
 }
 

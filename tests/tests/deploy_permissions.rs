@@ -713,6 +713,30 @@ async fn the_gateway_reads_decides_for_its_callers_and_pushes_and_nothing_else()
     client
         .refused_publish("$JS.API.CONSUMER.MSG.NEXT.A2AP.gateway-push")
         .await;
+    // The A2A NATS binding: the gateway serves it, a client calls it, and
+    // no one else may serve it (and so read others' requests).
+    let _served = gateway
+        .client
+        .queue_subscribe(subjects::A2A_RPC, "gateway".into())
+        .await
+        .unwrap();
+    gateway.client.flush().await.unwrap();
+    gateway.clean();
+    client.errors.lock().unwrap().clear();
+    worker.errors.lock().unwrap().clear();
+    client
+        .client
+        .publish(subjects::A2A_RPC, Bytes::from_static(b"{}"))
+        .await
+        .unwrap();
+    client.client.flush().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    client.clean();
+    for c in [&client, &worker] {
+        let _sub = c.client.subscribe(subjects::A2A_RPC).await.unwrap();
+        c.client.flush().await.unwrap();
+        c.expect_violation(subjects::A2A_RPC).await;
+    }
     client
         .refused_publish("$JS.API.CONSUMER.DELETE.A2AP.gateway-push")
         .await;
