@@ -55,6 +55,9 @@ pub enum ErrorKind {
     /// The caller presented no valid credentials (HTTP 401; JSON-RPC has
     /// no code of its own for it and uses the server-error range).
     Unauthenticated,
+    /// The caller (or the gateway) has as many streams open as it may
+    /// (HTTP 429; a server-error code in JSON-RPC, as above).
+    TooManyStreams,
 }
 
 impl ErrorKind {
@@ -74,6 +77,7 @@ impl ErrorKind {
             ErrorKind::ExtendedAgentCardNotConfigured => -32007,
             ErrorKind::VersionNotSupported => -32009,
             ErrorKind::Unauthenticated => -32010,
+            ErrorKind::TooManyStreams => -32011,
         }
     }
 
@@ -83,6 +87,7 @@ impl ErrorKind {
             ErrorKind::TaskNotFound | ErrorKind::MethodNotFound => StatusCode::NOT_FOUND,
             ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             ErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
+            ErrorKind::TooManyStreams => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::BAD_REQUEST,
         }
     }
@@ -93,6 +98,7 @@ impl ErrorKind {
             ErrorKind::TaskNotFound | ErrorKind::MethodNotFound => "NOT_FOUND",
             ErrorKind::Internal => "INTERNAL",
             ErrorKind::Unauthenticated => "UNAUTHENTICATED",
+            ErrorKind::TooManyStreams => "RESOURCE_EXHAUSTED",
             ErrorKind::JsonParse
             | ErrorKind::InvalidRequest
             | ErrorKind::InvalidParams
@@ -117,6 +123,7 @@ impl ErrorKind {
             ErrorKind::VersionNotSupported => "VERSION_NOT_SUPPORTED",
             ErrorKind::ExtendedAgentCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
             ErrorKind::Unauthenticated => "UNAUTHENTICATED",
+            ErrorKind::TooManyStreams => "TOO_MANY_STREAMS",
         }
     }
 }

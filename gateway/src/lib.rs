@@ -60,6 +60,10 @@ pub struct GatewayConfig {
     pub tool_names: Vec<String>,
     /// Take webhooks on private and loopback addresses.
     pub push_allow_private: bool,
+    /// Most streams one caller may have open at once.
+    pub max_streams_per_caller: usize,
+    /// Most streams open at once on this gateway.
+    pub max_streams: usize,
     /// The URL the card names for the NATS binding (`nats://host:port/a2a.rpc`),
     /// which is served on the gateway's own connection either way.
     pub nats_url: Option<String>,
@@ -138,6 +142,7 @@ pub async fn bind(config: GatewayConfig) -> anyhow::Result<Bound> {
         public_url: public_url.clone(),
         push: store.clone(),
         push_allow_private: config.push_allow_private,
+        streams: stream::StreamSlots::new(config.max_streams_per_caller, config.max_streams),
     };
     let deliverer = std::sync::Arc::new(push::Deliverer::new(
         swarms.clone(),

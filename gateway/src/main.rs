@@ -47,6 +47,17 @@ struct Cli {
     /// own network through them).
     #[arg(long, env = "SWARM_GATEWAY_PUSH_ALLOW_PRIVATE")]
     push_allow_private: bool,
+    /// Most streams (SendStreamingMessage, SubscribeToTask) one caller may
+    /// have open at once.
+    #[arg(
+        long,
+        env = "SWARM_GATEWAY_MAX_STREAMS_PER_CALLER",
+        default_value_t = 32
+    )]
+    max_streams_per_caller: usize,
+    /// Most streams open at once on this gateway.
+    #[arg(long, env = "SWARM_GATEWAY_MAX_STREAMS", default_value_t = 1024)]
+    max_streams: usize,
     /// The URL the card names for the A2A NATS binding
     /// (`nats://host:port/a2a.rpc`, docs/a2a-nats.md); default: the first
     /// of --nats-url. The binding is served either way.
@@ -113,6 +124,8 @@ async fn main() -> anyhow::Result<()> {
         send_wait: std::time::Duration::from_secs(cli.send_wait),
         tool_names: swarm_boss::worker_tool_names(&cli.tools),
         push_allow_private: cli.push_allow_private,
+        max_streams_per_caller: cli.max_streams_per_caller,
+        max_streams: cli.max_streams,
         nats_url: Some(cli.nats_binding_url.clone().unwrap_or_else(|| {
             let first = cli
                 .common

@@ -24,6 +24,75 @@ use crate::types::{
 /// Events a slow reader may fall behind by before the stream waits for it.
 const BUFFER: usize = 64;
 
+/// The streams open on this gateway, by caller, within two bounds: each
+/// stream holds a consumer on the server and a task here, so a caller
+/// cannot open them without end.
+#[derive(Debug)]
+pub struct StreamSlots {
+    per_caller: usize,
+    total: usize,
+    open: std::sync::Mutex<(usize, std::collections::HashMap<String, usize>)>,
+}
+
+/// One open stream's place, given back when the stream ends.
+#[derive(Debug)]
+pub struct StreamSlot {
+    slots: std::sync::Arc<StreamSlots>,
+    caller: String,
+}
+
+impl StreamSlots {
+    /// At most `per_caller` streams for each caller and `total` in all.
+    pub fn new(per_caller: usize, total: usize) -> std::sync::Arc<StreamSlots> {
+        std::sync::Arc::new(StreamSlots {
+            per_caller: per_caller.max(1),
+            total: total.max(1),
+            open: Default::default(),
+        })
+    }
+
+    /// A place for one more stream of `caller`, or why there is none.
+    pub fn take(self: &std::sync::Arc<Self>, caller: &Caller) -> Result<StreamSlot, A2aError> {
+        let name = caller.0.clone().unwrap_or_default();
+        let mut open = self
+            .open
+            .lock()
+            .map_err(|_| A2aError::internal(&anyhow::anyhow!("the stream count is poisoned")))?;
+        let mine = open.1.get(&name).copied().unwrap_or(0);
+        if open.0 >= self.total || mine >= self.per_caller {
+            let (limit, whose) = if mine >= self.per_caller {
+                (self.per_caller, "this caller")
+            } else {
+                (self.total, "this gateway")
+            };
+            return Err(A2aError::new(
+                crate::error::ErrorKind::TooManyStreams,
+                format!("{whose} has {limit} streams open, the most it may: close one first"),
+            ));
+        }
+        open.0 += 1;
+        *open.1.entry(name.clone()).or_default() += 1;
+        Ok(StreamSlot {
+            slots: self.clone(),
+            caller: name,
+        })
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        if let Ok(mut open) = self.slots.open.lock() {
+            open.0 = open.0.saturating_sub(1);
+            if let Some(n) = open.1.get_mut(&self.caller) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    open.1.remove(&self.caller);
+                }
+            }
+        }
+    }
+}
+
 /// Opens the stream of task `id`. A task that has ended is refused when
 /// `refuse_ended` (`SubscribeToTask`); otherwise (`SendStreamingMessage`)
 /// its stream is the task alone.
@@ -33,6 +102,7 @@ pub async fn open(
     id: String,
     refuse_ended: bool,
 ) -> Result<impl Stream<Item = StreamResponse> + Send + 'static, A2aError> {
+    let slot = swarms.streams.take(&caller)?;
     let after = swarms.last_sequence().await?;
     let first = swarms.task(&caller, &id, Shape::FULL).await?;
     if refuse_ended && first.status.state.is_terminal() {
@@ -54,13 +124,22 @@ pub async fn open(
     let (tx, rx) = mpsc::channel(BUFFER);
     let context_id = first.context_id.clone();
     tokio::spawn(async move {
+        // Held while the stream runs.
+        let _slot = slot;
         if tx.send(StreamResponse::Task(first)).await.is_err() {
             return;
         }
         let Some(updates) = updates else { return };
         let mut updates = std::pin::pin!(updates);
         let mut state = TaskState::Working;
-        while let Some(update) = updates.next().await {
+        loop {
+            // A reader that went away ends the stream at once, not at the
+            // swarm's next update.
+            let update = tokio::select! {
+                update = updates.next() => update,
+                () = tx.closed() => return,
+            };
+            let Some(update) = update else { return };
             if ends(&update) {
                 let events = match ending(&swarms, &caller, &id).await {
                     Ok(events) => events,
@@ -242,4 +321,28 @@ fn finish(view: &mapping::SwarmView) -> Vec<StreamResponse> {
         metadata: task.metadata.clone(),
     }));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::error::ErrorKind;
+
+    #[test]
+    fn streams_are_bounded_per_caller_and_in_all() {
+        let slots = StreamSlots::new(2, 3);
+        let (a, b) = (Caller(Some("a".into())), Caller(Some("b".into())));
+        let a1 = slots.take(&a).unwrap();
+        let _a2 = slots.take(&a).unwrap();
+        let e = slots.take(&a).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::TooManyStreams);
+        assert!(e.message.contains("this caller"), "{}", e.message);
+        let _b1 = slots.take(&b).unwrap();
+        let e = slots.take(&b).unwrap_err();
+        assert!(e.message.contains("this gateway"), "{}", e.message);
+        drop(a1);
+        let _b2 = slots.take(&b).unwrap();
+    }
 }

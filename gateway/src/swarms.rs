@@ -62,6 +62,8 @@ pub struct Swarms {
     pub push: PushStore,
     /// Whether webhooks may be on private and loopback addresses.
     pub push_allow_private: bool,
+    /// The streams open, and their bounds.
+    pub streams: std::sync::Arc<crate::stream::StreamSlots>,
 }
 
 fn internal(e: anyhow::Error) -> A2aError {

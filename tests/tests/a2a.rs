@@ -244,6 +244,7 @@ async fn bad_requests_get_the_spec_errors_in_each_binding() {
         .managers(1)
         .workers(1)
         .gateway()
+        .env("SWARM_GATEWAY_MAX_STREAMS_PER_CALLER", "2")
         .start()
         .await
         .expect("the cluster starts");
@@ -346,6 +347,61 @@ async fn bad_requests_get_the_spec_errors_in_each_binding() {
         card.get("securitySchemes").is_none(),
         "anonymous on loopback: {card}"
     );
+    // A caller may hold only so many streams open; closing one frees it.
+    let (status, body) = call(
+        "POST",
+        "/message:send",
+        &v1,
+        r#"{"message":{"messageId":"nap","role":"ROLE_USER","parts":[{"text":"{\"tool\": \"sleep\", \"arguments\": {\"ms\": 20000}}"}]},"configuration":{"returnImmediately":true}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let task: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let path = format!("/tasks/{}:subscribe", task["task"]["id"].as_str().unwrap());
+    let open = |path: String| {
+        let addr = addr.clone();
+        async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            s.write_all(
+                format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nA2A-Version: 1.0\r\n\r\n")
+                    .as_bytes(),
+            )
+            .await
+            .unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                s.read_exact(&mut byte).await.unwrap();
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
+            (status, s)
+        }
+    };
+    let (first, held) = open(path.clone()).await;
+    let (second, _held) = open(path.clone()).await;
+    assert_eq!((first, second), (200, 200));
+    let (status, body) = call("GET", &path, &v1, "").await;
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("TOO_MANY_STREAMS"), "{body}");
+    drop(held);
+    common::eventually(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        "a closed stream frees its place",
+        || {
+            let path = path.clone();
+            async move {
+                match open(path).await {
+                    (200, _) => Ok(()),
+                    (status, _) => Err(format!("{status}")),
+                }
+            }
+        },
+    )
+    .await;
     let mut cluster = cluster;
     common::assert_all_running(&mut cluster);
 }
