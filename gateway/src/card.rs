@@ -104,6 +104,82 @@ pub struct CardInputs {
     /// Where the A2A NATS binding is reached (`nats://host:port/<subject>`),
     /// if the card names it.
     pub nats_url: Option<String>,
+    /// Skills the running worker pools offer beyond their tools (their
+    /// `--skills`), each with the pools that offer it.
+    pub pool_skills: Vec<(String, Vec<String>)>,
+}
+
+/// How long the served card is kept before the running pools' cards are
+/// read again.
+const CARD_FRESH: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The served card: built from what the running worker pools offer (their
+/// agent cards' tools and skills), read again every [`CARD_FRESH`]; from
+/// the gateway's own tool flags while no worker's card is there.
+pub struct CardSource {
+    configured: CardInputs,
+    agents: Option<async_nats::jetstream::kv::Store>,
+    cached: tokio::sync::Mutex<Option<(std::time::Instant, AgentCard)>>,
+}
+
+impl CardSource {
+    /// A source from `configured` inputs and the `agents` bucket, if open.
+    pub fn new(configured: CardInputs, agents: Option<async_nats::jetstream::kv::Store>) -> Self {
+        CardSource {
+            configured,
+            agents,
+            cached: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The inputs as the running pools' cards say, or the configured ones.
+    async fn inputs(&self) -> CardInputs {
+        let mut inputs = self.configured.clone();
+        let Some(kv) = &self.agents else {
+            return inputs;
+        };
+        let cards = match swarm_runtime::cards::read_all(kv).await {
+            Ok(cards) => cards,
+            Err(e) => {
+                tracing::debug!(error = %format!("{e:#}"), "reading the agent cards for the A2A card");
+                return inputs;
+            }
+        };
+        let workers: Vec<_> = cards.iter().filter(|c| c.role == "worker").collect();
+        if workers.is_empty() {
+            return inputs;
+        }
+        let mut tools: Vec<String> = workers.iter().flat_map(|c| c.tools.clone()).collect();
+        tools.sort();
+        tools.dedup();
+        let mut pool_skills: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for w in &workers {
+            for skill in w.skills.iter().filter(|s| !w.tools.contains(s)) {
+                let pools = pool_skills.entry(skill.clone()).or_default();
+                if let Some(pool) = &w.pool
+                    && !pools.contains(pool)
+                {
+                    pools.push(pool.clone());
+                }
+            }
+        }
+        inputs.tool_names = tools;
+        inputs.pool_skills = pool_skills.into_iter().collect();
+        inputs
+    }
+
+    /// The card to serve now.
+    pub async fn current(&self) -> AgentCard {
+        let mut cached = self.cached.lock().await;
+        if let Some((at, card)) = cached.as_ref()
+            && at.elapsed() < CARD_FRESH
+        {
+            return card.clone();
+        }
+        let fresh = card(&self.inputs().await);
+        *cached = Some((std::time::Instant::now(), fresh.clone()));
+        fresh
+    }
 }
 
 /// Examples of missions, for the skills whose tools they use.
@@ -145,6 +221,19 @@ pub fn card(inputs: &CardInputs) -> AgentCard {
                 .map(|(_, e)| (*e).to_owned())
                 .collect(),
             tags: p.tools,
+        });
+    }
+    for (skill, pools) in &inputs.pool_skills {
+        skills.push(AgentSkill {
+            id: skill.clone(),
+            name: skill.clone(),
+            description: format!(
+                "Offered by the worker pool(s) {}: a persona of a plan may ask for it with \
+                 \"skill\": \"{skill}\"",
+                pools.join(", ")
+            ),
+            tags: pools.clone(),
+            examples: Vec::new(),
         });
     }
     let (security_schemes, security_requirements) = if inputs.authenticated {
@@ -227,6 +316,7 @@ mod tests {
                 .to_vec(),
             authenticated,
             nats_url: None,
+            pool_skills: Vec::new(),
         }
     }
 
@@ -256,6 +346,17 @@ mod tests {
         );
         assert_eq!(c["skills"][1]["tags"], json!(["calc"]));
         assert!(c.get("securitySchemes").is_none());
+    }
+
+    #[test]
+    fn a_skill_a_pool_offers_beyond_its_tools_is_a_skill_of_the_card() {
+        let mut with = inputs(false);
+        with.pool_skills = vec![("render".into(), vec!["gpu".into()])];
+        let c = card(&with);
+        assert_eq!(c.skills.last().unwrap().id, "render");
+        let render = c.skills.iter().find(|s| s.id == "render").unwrap();
+        assert_eq!(render.tags, ["gpu"]);
+        assert!(render.description.contains("\"skill\": \"render\""));
     }
 
     #[test]

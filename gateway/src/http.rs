@@ -21,7 +21,7 @@ use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::card::{API_KEY_HEADER, AgentCard};
+use crate::card::API_KEY_HEADER;
 use crate::error::{A2aError, ErrorKind, SUPPORTED_VERSIONS};
 use crate::mapping::Shape;
 use crate::swarms::{Caller, Swarms};
@@ -39,7 +39,7 @@ pub struct Gateway {
     /// The operations.
     pub swarms: Swarms,
     /// The card, as served.
-    pub card: AgentCard,
+    pub card: crate::card::CardSource,
     /// Token → caller name; empty: callers are anonymous.
     pub tokens: HashMap<String, String>,
 }
@@ -71,7 +71,7 @@ pub fn router(gateway: Arc<Gateway>, body_limit: usize) -> Router {
 }
 
 async fn agent_card(State(g): State<Shared>) -> Response {
-    let mut r = Json(&g.card).into_response();
+    let mut r = Json(g.card.current().await).into_response();
     r.headers_mut().insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("max-age=60"),

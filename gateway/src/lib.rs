@@ -122,13 +122,24 @@ pub async fn bind(config: GatewayConfig) -> anyhow::Result<Bound> {
         .unwrap_or_else(|| format!("http://{local_addr}"))
         .trim_end_matches('/')
         .to_owned();
-    let card = card::card(&card::CardInputs {
+    let inputs = card::CardInputs {
         public_url: public_url.clone(),
         tool_names: config.tool_names.clone(),
         authenticated: !config.tokens.is_empty(),
         nats_url: config.nats_url.clone(),
-    });
-    let skills = card.skills.iter().map(|s| s.id.clone()).collect();
+        pool_skills: Vec::new(),
+    };
+    let skills = card::card(&inputs)
+        .skills
+        .iter()
+        .map(|s| s.id.clone())
+        .collect();
+    // The served card follows the running pools' agent cards.
+    let agents = async_nats::jetstream::new(config.client.clone())
+        .get_key_value(swarm_common::subjects::AGENTS_BUCKET)
+        .await
+        .ok();
+    let card = card::CardSource::new(inputs, agents);
     // A mission request is at most the boss's limit; a message around it
     // adds little.
     let body_limit = config.limits.max_mission_bytes.saturating_mul(2) + 64 * 1024;

@@ -919,6 +919,41 @@ async fn agents_lists_every_running_replica_from_its_card() {
             .iter()
             .any(|s| s == "mission")
     );
+    // The gateway's A2A card offers what the running pools offer.
+    let a2a_card = common::eventually(
+        Duration::from_secs(20),
+        Duration::from_millis(200),
+        "the A2A card lists the gpu pool's skill",
+        || async {
+            let card: serde_json::Value = reqwest::get(format!(
+                "{}/.well-known/agent-card.json",
+                cluster.gateway_url().unwrap()
+            ))
+            .await
+            .map_err(|e| e.to_string())?
+            .json()
+            .await
+            .map_err(|e| e.to_string())?;
+            let offered = card["skills"].as_array().is_some_and(|s| {
+                s.iter()
+                    .any(|s| s["id"] == "render" && s["tags"][0] == "gpu")
+            });
+            if offered {
+                Ok(card)
+            } else {
+                Err(card.to_string())
+            }
+        },
+    )
+    .await;
+    assert!(
+        a2a_card["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["id"] == "calculator"),
+        "{a2a_card}"
+    );
 
     // The roles are NATS services, their cards the metadata.
     let nc = cluster.client().await;

@@ -417,6 +417,16 @@ async fn a2a_through_the_gateway(gateways: &[SocketAddr], nc: &async_nats::Clien
     let message = |id: &str, text: &str| json!({"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]});
     let first = gateways[0];
     let last = *gateways.last().unwrap();
+    // The card, with the running pool's skills (read from the agents bucket).
+    let card: Value = http
+        .get(format!("http://{first}/.well-known/agent-card.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(card["skills"].to_string().contains("calculator"), "{card}");
     let sent = rpc(
         first,
         "SendMessage",
