@@ -217,14 +217,24 @@ async fn a_plan_that_fails_validation_is_corrected_on_the_next_reply() {
         asked[1].contains("\"teleport\""),
         "the refused reply is sent back"
     );
-    let record = swarm_client::client::mission(&nc, &id)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        record.plan.expect("the plan is recorded").planner,
-        format!("openai:{MODEL}")
-    );
+    // The boss records the plan right after it deploys the swarm, so a
+    // swarm of one quick task may report before that write lands.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let plan = loop {
+        let record = swarm_client::client::mission(&nc, &id)
+            .await
+            .unwrap()
+            .unwrap();
+        if let Some(plan) = record.plan {
+            break plan;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the plan is recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(plan.planner, format!("openai:{MODEL}"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
