@@ -196,6 +196,7 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
         limits: config.limits.clone(),
         agent_id: config.agent_id.clone(),
         tool_names: config.tool_names.clone(),
+        card_tools: Default::default(),
         provider: config.planner.clone(),
     });
 

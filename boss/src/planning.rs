@@ -29,6 +29,9 @@ pub struct Planner {
     pub agent_id: String,
     /// Tools the workers offer, which plans may name.
     pub tool_names: Vec<String>,
+    /// Tools the running workers' cards offer beyond those (from MCP
+    /// servers, say), read at most every [`swarm_common::card::CARD_REFRESH`].
+    pub card_tools: CardTools,
     /// The model that plans; `None`: the offline planner.
     pub provider: Option<std::sync::Arc<dyn swarm_agent::provider::Provider>>,
 }
@@ -96,6 +99,10 @@ impl Planner {
             return Ok(());
         }
         let request = &record.request;
+        let tool_names = match &request.plan {
+            Some(_) => Vec::new(),
+            None => self.tool_names().await,
+        };
         let plan: SwarmDeploymentPlan = match &request.plan {
             Some(p) => explicit_plan(p),
             None => match &self.provider {
@@ -103,7 +110,7 @@ impl Planner {
                     match swarm_agent::planner::plan_with_provider_at(
                         provider.as_ref(),
                         &request.mission,
-                        &self.tool_names,
+                        &tool_names,
                         &self.limits,
                         record.parent.as_ref().map_or(0, |p| p.depth),
                         3,
@@ -114,7 +121,7 @@ impl Planner {
                         Err(e) => return self.fail(record, e).await,
                     }
                 }
-                None => swarm_agent::offline_plan(&request.mission, &self.tool_names),
+                None => swarm_agent::offline_plan(&request.mission, &tool_names),
             },
         };
         let depth = record.parent.as_ref().map_or(0, |p| p.depth);
@@ -132,6 +139,18 @@ impl Planner {
         })
         .await?;
         Ok(())
+    }
+
+    /// The tools a plan may give its personas: the configured ones, then
+    /// those the running workers' cards add.
+    async fn tool_names(&self) -> Vec<String> {
+        let mut names = self.tool_names.clone();
+        for tool in self.card_tools.read(&self.infra.agents).await {
+            if !names.contains(&tool) {
+                names.push(tool);
+            }
+        }
+        names
     }
 
     /// Records a mission that cannot be planned, and tells its watchers why.
@@ -319,4 +338,46 @@ async fn deploy_as(
     .context("publishing the deployment")?;
     info!(%swarm_id, tasks = swarm_common::validate::expand_tasks(plan).len(), workers = plan.workers.len(), planner = %plan.planner, "swarm deployed");
     Ok(())
+}
+
+/// The tools the running workers' cards list, kept for
+/// [`swarm_common::card::CARD_REFRESH`]: planning a mission reads them, and
+/// the bucket is not read once per mission.
+#[derive(Default)]
+pub struct CardTools {
+    cached: tokio::sync::Mutex<Option<(std::time::Instant, Vec<String>)>>,
+}
+
+impl CardTools {
+    /// Every tool a running worker's card lists, sorted; none when no card
+    /// can be read (planning goes on with the configured tools).
+    pub async fn read(&self, agents: &jetstream::kv::Store) -> Vec<String> {
+        let mut cached = self.cached.lock().await;
+        if let Some((at, tools)) = &*cached
+            && at.elapsed() < swarm_common::card::CARD_REFRESH
+        {
+            return tools.clone();
+        }
+        let tools = match swarm_runtime::cards::read_all(agents).await {
+            Ok(cards) => {
+                let mut tools: Vec<String> = cards
+                    .into_iter()
+                    .filter(|c| c.role == "worker")
+                    .flat_map(|c| c.tools)
+                    .collect();
+                tools.sort();
+                tools.dedup();
+                tools
+            }
+            Err(e) => {
+                warn!(error = %format!("{e:#}"), "cannot read the agent cards; planning with the configured tools");
+                Vec::new()
+            }
+        };
+        // None yet (no worker up, or the read failed): asked again next time.
+        if !tools.is_empty() {
+            *cached = Some((std::time::Instant::now(), tools.clone()));
+        }
+        tools
+    }
 }

@@ -200,6 +200,23 @@ enum Command {
         #[command(subcommand)]
         what: Inspect,
     },
+    /// Serve Swarm to MCP clients (Claude Desktop, IDEs, other agents):
+    /// tools to submit, follow, list and cancel swarms and decide approvals,
+    /// each swarm's reports and state as resources. Over stdio, or
+    /// streamable HTTP at http://ADDR/mcp with --http.
+    Mcp {
+        /// Serve streamable HTTP on this address instead of stdio (e.g. 127.0.0.1:8090).
+        #[arg(long)]
+        http: Option<std::net::SocketAddr>,
+        /// With --http: the bearer token every request must carry (at least
+        /// 16 characters); required on an address that is not loopback.
+        #[arg(long, env = "SWARM_MCP_HTTP_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// With --http: a Host header to accept besides localhost (the name
+        /// the server is reached by); repeatable.
+        #[arg(long = "allowed-host")]
+        allowed_hosts: Vec<String>,
+    },
     /// Start a local cluster (nats-server, bosses, managers, workers) until Ctrl-C.
     Up(UpArgs),
     /// Start a local cluster, run a sample mission end to end, print the report, stop.
@@ -426,6 +443,50 @@ async fn run(command: Command, conn: &Connection) -> anyhow::Result<Exit> {
                 }
             }
             Ok(Exit::of_status(report.overall_status))
+        }
+        Command::Mcp {
+            http,
+            token,
+            allowed_hosts,
+        } => {
+            let nc = conn.connect().await?;
+            let server = swarm_cli::mcp::SwarmMcp::new(nc, conn.desk_user());
+            let Some(addr) = http else {
+                swarm_cli::mcp::serve_stdio(server).await?;
+                return Ok(Exit::Completed);
+            };
+            let token = token.filter(|t| !t.is_empty());
+            if !addr.ip().is_loopback() && token.is_none() {
+                return Err(fail(
+                    Exit::Error,
+                    format!(
+                        "{addr} is not a loopback address: give a --token (SWARM_MCP_HTTP_TOKEN) callers must send"
+                    ),
+                ));
+            }
+            if token.as_ref().is_some_and(|t| t.len() < 16) {
+                return Err(fail(
+                    Exit::Error,
+                    "the --token must be at least 16 characters",
+                ));
+            }
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("listening on {addr}"))?;
+            let mut hosts = allowed_hosts;
+            if !hosts.is_empty() {
+                hosts.extend(["localhost", "127.0.0.1", "::1"].map(String::from));
+            }
+            println!("MCP server at http://{}/mcp", listener.local_addr()?);
+            swarm_cli::mcp::serve_http(
+                server,
+                listener,
+                token,
+                hosts,
+                swarm_runtime::shutdown::signal(),
+            )
+            .await?;
+            Ok(Exit::Completed)
         }
         Command::Status { swarm_id, json } => {
             let nc = conn.connect().await?;

@@ -362,6 +362,24 @@ pub async fn wait_for_rendering(
 
 /// Fetches the HTML report from the object store and writes it to `path`.
 pub async fn fetch_report(client: &Client, swarm_id: &str, path: &Path) -> anyhow::Result<PathBuf> {
+    let html = report_html(client, swarm_id).await?;
+    let name = format!("{swarm_id}.html");
+    let path = if path.is_dir() {
+        path.join(&name)
+    } else {
+        path.to_path_buf()
+    };
+    tokio::fs::write(&path, html)
+        .await
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
+/// The swarm's HTML report, from the object store.
+pub async fn report_html(client: &Client, swarm_id: &str) -> anyhow::Result<Vec<u8>> {
+    if !subjects::is_token(swarm_id) {
+        bail!("{swarm_id:?} is not a swarm id");
+    }
     let js = jetstream::new(client.clone());
     let store = js
         .get_object_store(subjects::REPORTS_BUCKET)
@@ -377,15 +395,7 @@ pub async fn fetch_report(client: &Client, swarm_id: &str, path: &Path) -> anyho
         .read_to_end(&mut html)
         .await
         .context("reading the report")?;
-    let path = if path.is_dir() {
-        path.join(&name)
-    } else {
-        path.to_path_buf()
-    };
-    tokio::fs::write(&path, html)
-        .await
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(path)
+    Ok(html)
 }
 
 /// The swarm's `FinalReport` as published on `a2ap.<swarm>.report` (the

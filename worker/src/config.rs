@@ -38,6 +38,8 @@ pub struct WorkerConfig {
     pub remote: crate::remote::RemoteConfig,
     /// What the pool is for, as skill ids on its card (beside one per tool).
     pub skills: Vec<String>,
+    /// MCP servers whose tools it offers.
+    pub mcp: crate::mcp::McpConfig,
 }
 
 /// The workspace of a worker that is not given one: a folder of its own
@@ -75,6 +77,7 @@ impl WorkerConfig {
             approval_wait: Duration::from_secs(600),
             remote: Default::default(),
             skills: Vec::new(),
+            mcp: Default::default(),
         }
     }
 }

@@ -51,12 +51,13 @@ pub(crate) struct Ctx {
 impl Ctx {
     /// A replica's shared handles: its approver (asking the desk), its tools
     /// (files under `root`, memory in the `memory` bucket, those with side
-    /// effects journaled) and its provider.
+    /// effects journaled, `mcp` among them) and its provider.
     pub(crate) fn new(
         config: &WorkerConfig,
         infra: &Infra,
         a2ap: jetstream::stream::Stream,
         root: &Path,
+        mcp: &[Arc<dyn swarm_agent::tools::Tool>],
     ) -> anyhow::Result<Ctx> {
         let desk_user = swarm_runtime::desk::user_or(config.nats.user.as_deref(), "worker");
         let approver = Arc::new(approvals::NatsApprover::new(
@@ -75,6 +76,9 @@ impl Ctx {
             )
             .with_approver(approver.clone());
             tools.register(typed(tools::Sleep));
+            for tool in mcp {
+                tools.register(tool.clone());
+            }
             journal::journaled_tools(&tools)
         };
         let mut skills = config.skills.clone();

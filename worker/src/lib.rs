@@ -15,7 +15,8 @@
 //! (running one task), `outbox` (progress, results and errors sent),
 //! `questions` (a task's questions for a person), `collaborate` (its asks
 //! for help from other personas), `control` (cancels), [`remote`] (a
-//! persona's tasks done by an outside A2A agent).
+//! persona's tasks done by an outside A2A agent), [`mcp`] (tools from MCP
+//! servers).
 
 pub mod approvals;
 pub mod cancels;
@@ -26,6 +27,7 @@ mod control;
 mod ctx;
 pub mod decide;
 pub mod journal;
+pub mod mcp;
 pub mod memory;
 mod outbox;
 mod questions;
@@ -62,9 +64,11 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
     let infra = Infra::open(&client, config.replicas).await?;
     swarm_runtime::hello::spawn(&client, "worker", &config.agent_id).await?;
     let a2ap = infra.a2ap().await?;
+    // Before the consumer opens: a task may need these tools at once.
+    let mcp = mcp::McpServers::start(&config.mcp, &root).await?;
     let concurrency = config.concurrency.max(1);
     let assignments = consumer::open(&infra, &config, concurrency).await?;
-    let ctx = Arc::new(ctx::Ctx::new(&config, &infra, a2ap, &root)?);
+    let ctx = Arc::new(ctx::Ctx::new(&config, &infra, a2ap, &root, &mcp.tools)?);
     let control = client
         .subscribe(subjects::control("*"))
         .await
@@ -94,5 +98,6 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> an
     control_watch.abort();
     swarm_runtime::shutdown::drain(&mut running, config.drain_timeout, "tasks").await;
     client.drain().await.ok();
+    drop(mcp);
     Ok(())
 }

@@ -56,6 +56,25 @@ struct Cli {
         value_delimiter = ','
     )]
     skills: Vec<String>,
+    /// An MCP server run as a child process over stdio, whose tools the
+    /// worker offers as `mcp__NAME__<tool>`: `NAME=COMMAND ARGS...`, the
+    /// command line split as a shell would. Repeatable; in the environment,
+    /// several separated by `;`.
+    #[arg(long = "mcp-server", env = "SWARM_MCP_SERVERS", value_delimiter = ';')]
+    mcp_servers: Vec<String>,
+    /// An MCP server over streamable HTTP: `NAME=URL`, with the bearer token
+    /// in `SWARM_MCP_TOKEN_<NAME>` if it needs one. Repeatable; in the
+    /// environment, several separated by `;`.
+    #[arg(long = "mcp-url", env = "SWARM_MCP_URLS", value_delimiter = ';')]
+    mcp_urls: Vec<String>,
+    /// A JSON file of MCP servers in the shape MCP clients share:
+    /// `{"mcpServers": {"NAME": {"command": ..., "args": [...], "env": {...}}
+    /// or {"url": ..., "headers": {...}}}}`.
+    #[arg(long, env = "SWARM_MCP_CONFIG")]
+    mcp_config: Option<PathBuf>,
+    /// Seconds one MCP tool call may take before it fails.
+    #[arg(long, env = "SWARM_MCP_TIMEOUT", default_value_t = 60)]
+    mcp_timeout: u64,
     /// The model the agent loop talks to.
     #[command(flatten)]
     provider: swarm_agent::provider::ProviderArgs,
@@ -88,5 +107,12 @@ async fn main() -> anyhow::Result<()> {
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty())
         .collect();
+    config.mcp = swarm_worker::mcp::McpConfig::parse(
+        &cli.mcp_servers,
+        &cli.mcp_urls,
+        cli.mcp_config.as_deref(),
+        |name| std::env::var(swarm_worker::mcp::token_var(name)).ok(),
+    )?;
+    config.mcp.call_timeout = Duration::from_secs(cli.mcp_timeout.max(1));
     swarm_worker::run(config, swarm_runtime::shutdown::signal()).await
 }
