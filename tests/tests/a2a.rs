@@ -12,8 +12,8 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Command;
+use common::repo;
+
 use std::time::Duration;
 
 use serde_json::json;
@@ -21,43 +21,6 @@ use swarm_testkit::{Cluster, Match, MockLlm, Reply, Rule};
 
 /// A caller's token, as the gateway is given it.
 const TOKEN: &str = "a2a-test-token-0123456789";
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The PYTHONPATH with `.python` first, or `None` (after saying why) when
-/// the SDK is not importable and CI is not set.
-fn python_path() -> Option<std::ffi::OsString> {
-    let local = repo().join(".python");
-    let path = std::env::join_paths(
-        std::iter::once(local).chain(std::env::var_os("PYTHONPATH").map(PathBuf::from)),
-    )
-    .expect("a PYTHONPATH");
-    let ready = Command::new("python3")
-        .env("PYTHONPATH", &path)
-        .args(["-c", "import a2a.client, httpx"])
-        .output();
-    match ready {
-        Ok(out) if out.status.success() => Some(path),
-        other => {
-            let why = match other {
-                Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
-                Err(e) => e.to_string(),
-            };
-            let how = "pip install --target .python 'a2a-sdk[http-server]==1.3.0'";
-            if std::env::var_os("CI").is_some() {
-                panic!(
-                    "CI is set, so the a2a-sdk client must run, but: {why}; install with `{how}`"
-                );
-            }
-            eprintln!(
-                "skipped: the Python a2a-sdk is not importable ({why}); install with `{how}`"
-            );
-            None
-        }
-    }
-}
 
 /// Runs the client script; panics with its output and the logs on failure.
 async fn run_client(cluster: &Cluster, path: &std::ffi::OsStr, args: &[&str]) {
@@ -93,6 +56,15 @@ async fn gateway_cluster() -> Cluster {
         .start()
         .await
         .expect("the cluster starts")
+}
+
+/// `.python` as the PYTHONPATH, if the a2a-sdk client can run (common::python_path).
+fn python_path() -> Option<std::ffi::OsString> {
+    common::python_path(
+        "the a2a-sdk client",
+        "a2a.client, httpx",
+        "pip install --target .python 'a2a-sdk[http-server]==1.3.0'",
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

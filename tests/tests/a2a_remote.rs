@@ -14,6 +14,8 @@
 
 mod common;
 
+use common::repo;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -24,40 +26,6 @@ use swarm_testkit::{Cluster, free_port};
 
 /// The worker's credential for the remote agent, as the agent wants it.
 const TOKEN: &str = "remote-painter-token-0123456789";
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The PYTHONPATH with `.python` first, or `None` (after saying why) when
-/// the SDK's server cannot be imported and CI is not set.
-fn python_path() -> Option<std::ffi::OsString> {
-    let path = std::env::join_paths(
-        std::iter::once(repo().join(".python"))
-            .chain(std::env::var_os("PYTHONPATH").map(PathBuf::from)),
-    )
-    .expect("a PYTHONPATH");
-    let ready = Command::new("python3")
-        .env("PYTHONPATH", &path)
-        .args(["-c", "import a2a.server.routes, starlette, uvicorn"])
-        .output();
-    match ready {
-        Ok(out) if out.status.success() => Some(path),
-        other => {
-            let why = match other {
-                Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
-                Err(e) => e.to_string(),
-            };
-            let how = "pip install --target .python 'a2a-sdk[http-server]==1.3.0' uvicorn";
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI is set, so the a2a-sdk server must run, but: {why}; install with `{how}`"
-            );
-            eprintln!("skipped: the a2a-sdk server cannot run ({why}); install with `{how}`");
-            None
-        }
-    }
-}
 
 /// The remote agent, killed on drop.
 struct RemoteAgent {
@@ -153,6 +121,15 @@ async fn cluster(agent: &RemoteAgent) -> Cluster {
         .start()
         .await
         .expect("the cluster starts")
+}
+
+/// `.python` as the PYTHONPATH, if the a2a-sdk server can run (common::python_path).
+fn python_path() -> Option<std::ffi::OsString> {
+    common::python_path(
+        "the a2a-sdk server",
+        "a2a.server.routes, starlette, uvicorn",
+        "pip install --target .python 'a2a-sdk[http-server]==1.3.0' uvicorn",
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use common::repo;
+
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -26,43 +28,11 @@ use swarm_testkit::{Cluster, Match, MockLlm, Reply, Rule};
 
 const MODEL: &str = "gpt-4o-mini";
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// `.python`, or `None` (after saying why) when the MCP packages cannot be
-/// imported and CI is not set.
-fn python_path() -> Option<String> {
-    let path = std::fs::canonicalize(repo().join(".python"))
-        .unwrap_or_else(|_| repo().join(".python"))
-        .display()
-        .to_string();
-    let ready = Command::new("python3")
-        .env("PYTHONPATH", &path)
-        .args(["-c", "import mcp.server.mcpserver, mcp_server_time"])
-        .output();
-    match ready {
-        Ok(out) if out.status.success() => Some(path),
-        other => {
-            let why = match other {
-                Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
-                Err(e) => e.to_string(),
-            };
-            let how = "pip install --target .python mcp==2.3.0 mcp-server-time==2026.10.19";
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI is set, so the MCP servers must run, but: {why}; install with `{how}`"
-            );
-            eprintln!("skipped: the MCP servers cannot run ({why}); install with `{how}`");
-            None
-        }
-    }
-}
-
 /// The worker's `SWARM_MCP_SERVERS`: mcp-server-time as `time`, and the
 /// test tools as `tools`. A stdio server gets none of the worker's
 /// environment but the basics, so `env` gives it the packages' path.
-fn servers(python: &str) -> String {
+fn servers(python: &std::ffi::OsStr) -> String {
+    let python = python.to_string_lossy();
     let tools = repo().join("tests/python/mcp_tools.py");
     format!(
         "time=env PYTHONPATH={python} python3 -m mcp_server_time --local-timezone UTC;\
@@ -73,7 +43,7 @@ fn servers(python: &str) -> String {
 
 /// A cluster of one boss, one manager and one worker with the MCP servers;
 /// the worker asks `llm` if given, the others plan and review offline.
-async fn cluster(python: &str, llm: Option<&MockLlm>, workspace: &Path) -> Cluster {
+async fn cluster(python: &std::ffi::OsStr, llm: Option<&MockLlm>, workspace: &Path) -> Cluster {
     let mut builder = Cluster::builder()
         .bosses(1)
         .managers(1)
@@ -110,6 +80,15 @@ fn calls(workspace: &Path) -> Vec<String> {
         .lines()
         .map(str::to_owned)
         .collect()
+}
+
+/// `.python` as the PYTHONPATH, if the MCP servers can run (common::python_path).
+fn python_path() -> Option<std::ffi::OsString> {
+    common::python_path(
+        "the MCP servers",
+        "mcp.server.mcpserver, mcp_server_time",
+        "pip install --target .python mcp==2.3.0 mcp-server-time==2026.10.19",
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

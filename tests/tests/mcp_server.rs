@@ -13,6 +13,8 @@
 
 mod common;
 
+use common::repo;
+
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -20,45 +22,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use swarm_testkit::Cluster;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 fn swarm_bin() -> PathBuf {
     swarm_testkit::bin_dir().join(format!("swarm{}", std::env::consts::EXE_SUFFIX))
 }
 
-/// `.python`, or `None` (after saying why) when the SDK cannot be imported
-/// and CI is not set.
-fn python_path() -> Option<PathBuf> {
-    let path = repo().join(".python");
-    let ready = Command::new("python3")
-        .env("PYTHONPATH", &path)
-        .args([
-            "-c",
-            "import mcp.client.stdio, mcp.client.streamable_http, httpx2",
-        ])
-        .output();
-    match ready {
-        Ok(out) if out.status.success() => Some(path),
-        other => {
-            let why = match other {
-                Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
-                Err(e) => e.to_string(),
-            };
-            let how = "pip install --target .python mcp==2.3.0";
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI is set, so the MCP client must run, but: {why}; install with `{how}`"
-            );
-            eprintln!("skipped: the MCP client cannot run ({why}); install with `{how}`");
-            None
-        }
-    }
-}
-
 /// Runs the client script with `args` and returns what it printed.
-async fn drive(python: &std::path::Path, args: &[&str]) -> Value {
+async fn drive(python: &std::ffi::OsStr, args: &[&str]) -> Value {
     let script = repo().join("tests/python/mcp_client.py");
     let mut cmd = tokio::process::Command::new("python3");
     cmd.env("PYTHONPATH", python).arg(script).args(args);
@@ -79,6 +48,15 @@ async fn drive(python: &std::path::Path, args: &[&str]) -> Value {
             String::from_utf8_lossy(&out.stderr)
         )
     })
+}
+
+/// `.python` as the PYTHONPATH, if the MCP client can run (common::python_path).
+fn python_path() -> Option<std::ffi::OsString> {
+    common::python_path(
+        "the MCP client",
+        "mcp.client.stdio, mcp.client.streamable_http, httpx2",
+        "pip install --target .python mcp==2.3.0",
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

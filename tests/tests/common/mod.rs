@@ -403,3 +403,40 @@ pub async fn one_of_each() -> Cluster {
         .await
         .unwrap()
 }
+
+/// The repository's root.
+pub fn repo() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The PYTHONPATH of a Python peer: `.python` (where `.ci/run` installs
+/// the packages) first, then the caller's. `None`, after saying why, when
+/// `imports` (a Python import statement's list) cannot be imported from it
+/// and CI is not set; with CI set a test must run its peer, so it panics
+/// naming `install`, the pip command that fixes it.
+pub fn python_path(what: &str, imports: &str, install: &str) -> Option<std::ffi::OsString> {
+    let path = std::env::join_paths(
+        std::iter::once(repo().join(".python"))
+            .chain(std::env::var_os("PYTHONPATH").map(std::path::PathBuf::from)),
+    )
+    .expect("a PYTHONPATH");
+    let ready = std::process::Command::new("python3")
+        .env("PYTHONPATH", &path)
+        .args(["-c", &format!("import {imports}")])
+        .output();
+    match ready {
+        Ok(out) if out.status.success() => Some(path),
+        other => {
+            let why = match other {
+                Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
+                Err(e) => e.to_string(),
+            };
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set, so {what} must run, but: {why}; install with `{install}`"
+            );
+            eprintln!("skipped: {what} cannot run ({why}); install with `{install}`");
+            None
+        }
+    }
+}
