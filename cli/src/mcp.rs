@@ -400,7 +400,9 @@ impl SwarmMcp {
         let token = context.meta.get_progress_token();
         // Progress goes out from a task of its own: the watch's callback
         // cannot wait on the client.
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(f64, Option<f64>, String)>();
+        // Bounded: a client slower than the swarm misses notifications
+        // rather than growing this process.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<(f64, Option<f64>, String)>(256);
         let sender = token.map(|token| {
             let peer = context.peer.clone();
             tokio::spawn(async move {
@@ -441,7 +443,7 @@ impl SwarmMcp {
                 ),
                 client::Update::Report(r) => format!("final report: {:?}", r.overall_status),
             };
-            let _ = tx.send((done.len() as f64, total, message));
+            let _ = tx.try_send((done.len() as f64, total, message));
         })
         .await;
         drop(tx);

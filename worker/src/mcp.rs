@@ -20,7 +20,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -439,14 +438,12 @@ pub struct McpServer {
     peer: watch::Sender<Option<(u64, Peer<RoleClient>)>>,
     /// Why the last start failed, for a call that finds the server down.
     last_error: std::sync::Mutex<String>,
-    starts: AtomicU64,
 }
 
 impl std::fmt::Debug for McpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpServer")
             .field("name", &self.config.name)
-            .field("starts", &self.starts.load(Ordering::Relaxed))
             .finish()
     }
 }
@@ -486,7 +483,6 @@ impl McpServers {
                 root: root.to_path_buf(),
                 peer: watch::Sender::new(None),
                 last_error: std::sync::Mutex::new(String::new()),
-                starts: AtomicU64::new(0),
             });
             let service = server
                 .connect()
@@ -528,14 +524,6 @@ impl McpServers {
             out.servers.push(server);
         }
         Ok(out)
-    }
-
-    /// How many times each server was started (1 until one is restarted).
-    pub fn starts(&self) -> Vec<(String, u64)> {
-        self.servers
-            .iter()
-            .map(|s| (s.config.name.clone(), s.starts.load(Ordering::Relaxed)))
-            .collect()
     }
 }
 
@@ -592,7 +580,6 @@ impl McpServer {
                 anyhow::anyhow!("no answer to initialize within {:?}", self.start_timeout)
             })?
             .context("the MCP handshake")?;
-        self.starts.fetch_add(1, Ordering::Relaxed);
         Ok(service)
     }
 
