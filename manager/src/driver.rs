@@ -126,6 +126,9 @@ pub struct DriverConfig {
     /// The swarms this replica deploys may have their graphs grown by the
     /// manager's model ([`swarm_common::replan`]): it has one.
     pub replan: bool,
+    /// Deaths recorded by marks after which a redelivered event is set
+    /// aside ([`crate::poison`]).
+    pub deaths_allowed: u32,
 }
 
 impl DriverConfig {
@@ -135,6 +138,7 @@ impl DriverConfig {
             agent_id: agent_id.into(),
             patience: (ack_wait * 10).max(Duration::from_secs(10)),
             replan: false,
+            deaths_allowed: crate::poison::DEATHS_ALLOWED,
         }
     }
 }
@@ -657,6 +661,7 @@ impl<P> Driver<P> {
 
     /// The marks are taken: an event a manager already died on is set aside.
     fn marked(&mut self, now: Now, deaths: Vec<Result<u32, String>>, out: &mut Ready<P>) {
+        let allowed = self.config.deaths_allowed.max(1);
         let Some(batch) = self.batch.as_mut() else {
             return;
         };
@@ -664,7 +669,7 @@ impl<P> Driver<P> {
         for (&i, deaths) in batch.marked.iter().zip(deaths) {
             let event = &batch.events[i];
             match deaths {
-                Ok(n) if n >= crate::poison::DEATHS_ALLOWED => {
+                Ok(n) if n >= allowed => {
                     let reason = ErrorBody::new(
                         ErrorCode::LimitExceeded,
                         format!(

@@ -27,6 +27,11 @@ struct Cli {
     /// pulling; then a standby replica becomes the active one.
     #[arg(long, env = "SWARM_MANAGER_PIN_TTL", default_value_t = 1.0)]
     pin_ttl: f64,
+    /// Replicas that may die applying one redelivered event, after the
+    /// first, before it is set aside as a dead letter and its swarm fails
+    /// (raise it where replicas are killed often for reasons of their own).
+    #[arg(long, env = "SWARM_MANAGER_POISON_DEATHS", default_value_t = swarm_manager::poison::DEATHS_ALLOWED)]
+    poison_deaths: u32,
     /// The model that reviews results and summarises reports (`offline`: rule-based review only).
     #[command(flatten)]
     provider: swarm_agent::provider::ProviderArgs,
@@ -52,6 +57,7 @@ async fn main() -> anyhow::Result<()> {
     let mut config = swarm_manager::ManagerConfig::new(cli.common.nats.clone(), agent_id);
     config.drain_timeout = cli.common.drain_timeout();
     config.replicas = cli.replicas;
+    config.deaths_allowed = cli.poison_deaths.max(1);
 
     config.max_swarms = cli.max_swarms.max(1);
     let provider = cli.provider.config_for_role("MANAGER")?;

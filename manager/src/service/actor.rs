@@ -58,6 +58,7 @@ pub(super) async fn run(
     let epoch = ctx.pin_epoch.load(Ordering::SeqCst);
     let mut config = DriverConfig::new(ctx.agent_id.as_str(), ctx.ack_wait);
     config.replan = ctx.reviewer.is_some();
+    config.deaths_allowed = ctx.deaths_allowed;
     let mut swarm = Swarm {
         driver: Driver::new(swarm_id.as_str(), epoch, config),
         swarm_id,

@@ -77,6 +77,9 @@ pub struct ManagerConfig {
     pub gate_options: GateOptions,
     /// The key of assignment tokens; every replica needs the same one.
     pub token_key: TokenKey,
+    /// Deaths while applying a redelivered event after which it is set
+    /// aside ([`crate::poison`]; at least 1).
+    pub deaths_allowed: u32,
 }
 
 impl ManagerConfig {
@@ -93,6 +96,7 @@ impl ManagerConfig {
             reviewer: None,
             gate_options: GateOptions::default(),
             token_key: TokenKey::none(),
+            deaths_allowed: crate::poison::DEATHS_ALLOWED,
         }
     }
 }
@@ -100,6 +104,7 @@ impl ManagerConfig {
 /// What the jobs of a replica share.
 struct Ctx {
     ack_wait: Duration,
+    deaths_allowed: u32,
     token_key: TokenKey,
     reviewer: Option<Arc<dyn Provider>>,
     gate_options: GateOptions,
@@ -176,6 +181,7 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
         control_checks: Arc::new(tokio::sync::Semaphore::new(CONTROL_CHECKS)),
         reroute,
         ack_wait: config.ack_wait,
+        deaths_allowed: config.deaths_allowed.max(1),
         token_key: config.token_key.clone(),
         reviewer: config.reviewer.clone(),
         gate_options: config.gate_options.clone(),
