@@ -15,6 +15,7 @@
 
 pub mod children;
 pub mod desk;
+pub mod graph;
 pub mod intake;
 pub mod planning;
 pub mod records;

@@ -153,6 +153,11 @@ struct PageView {
     tasks: Vec<TaskView>,
     /// Whether that order differs from the plan's, so the page can say so.
     tasks_reordered: bool,
+    /// The task graph and the timeline, as inline SVG (escaped where it
+    /// is made, in [`crate::graph`]).
+    graph_svg: String,
+    timeline_svg: String,
+    graph_css: &'static str,
     rendered_by: String,
     rendered_at: TimeView,
     swarm_version: String,
@@ -349,6 +354,7 @@ impl PageView {
             .map(|(i, t)| TaskView::build(*i, t, &task_anchors, input.plan, &personas, day))
             .collect();
         let failure = FailureView::build(report.overall_status, &ordered);
+        let (graph_svg, timeline_svg) = drawings(report, &task_anchors);
         let plan = input.plan.map(|p| PlanView {
             manager_directive: p.manager_directive.clone(),
             planner: p.planner.clone(),
@@ -373,12 +379,58 @@ impl PageView {
             plan,
             tasks,
             tasks_reordered,
+            graph_svg,
+            timeline_svg,
+            graph_css: crate::graph::CSS,
             rendered_by: input.rendered_by.to_string(),
             rendered_at: TimeView::new(rendered_at, day),
             swarm_version: env!("CARGO_PKG_VERSION").to_string(),
             protocol_version: swarm_common::PROTOCOL_VERSION.to_string(),
         }
     }
+}
+
+/// The report's task graph (each node a link to its task's details) and
+/// its timeline: a row per pool, a bar per task from its start to its end.
+fn drawings(report: &FinalReport, anchors: &BTreeMap<&str, String>) -> (String, String) {
+    let nodes: Vec<crate::graph::Node<'_>> = report
+        .task_results
+        .iter()
+        .map(|t| crate::graph::Node {
+            id: &t.task_id,
+            title: &t.title,
+            status: t.status,
+            dependencies: &t.dependencies,
+            href: anchors.get(t.task_id.as_str()).map(|a| format!("#{a}")),
+        })
+        .collect();
+    let bars: Vec<crate::graph::Bar> = report
+        .task_results
+        .iter()
+        .filter_map(|t| {
+            let start = t.started_at.or(t.assigned_at)?;
+            Some(crate::graph::Bar {
+                row: if t.assigned_to.is_empty() {
+                    "unassigned".to_owned()
+                } else {
+                    t.assigned_to.clone()
+                },
+                task_id: t.task_id.clone(),
+                label: format!(
+                    "{} attempt(s), {} revision(s)",
+                    t.attempts.max(1),
+                    t.revisions
+                ),
+                start,
+                end: Some(t.completed_at.unwrap_or(report.completed_at)),
+                status: t.status,
+            })
+        })
+        .collect();
+    (
+        crate::graph::graph_svg(&nodes),
+        crate::graph::timeline_svg(&bars, report.completed_at),
+    )
 }
 
 impl TimeView {

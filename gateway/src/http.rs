@@ -42,15 +42,27 @@ pub struct Gateway {
     pub card: crate::card::CardSource,
     /// Token → caller name; empty: callers are anonymous.
     pub tokens: HashMap<String, String>,
+    /// The console's follower of the buckets, shared by its browsers.
+    pub hub: Arc<crate::console::Hub>,
 }
 
 type Shared = Arc<Gateway>;
 
-/// The router.
-pub fn router(gateway: Arc<Gateway>, body_limit: usize) -> Router {
-    Router::new()
-        .route("/.well-known/agent-card.json", get(agent_card))
-        .route("/", post(jsonrpc))
+/// The router; with `console`, the web console's pages too (`GET /` is
+/// the console's list of swarms, `POST /` stays JSON-RPC).
+pub fn router(gateway: Arc<Gateway>, body_limit: usize, console: bool) -> Router {
+    let root = if console {
+        post(jsonrpc).get(crate::console::swarms_page)
+    } else {
+        post(jsonrpc)
+    };
+    let base = if console {
+        crate::console::router()
+    } else {
+        Router::new()
+    };
+    base.route("/.well-known/agent-card.json", get(agent_card))
+        .route("/", root)
         .route("/message:send", post(rest_send))
         .route("/message:stream", post(rest_stream))
         .route("/tasks", get(rest_list))
@@ -119,16 +131,20 @@ pub(crate) fn authenticate(g: &Gateway, headers: &HeaderMap) -> Result<Caller, A
             ),
         ));
     };
+    caller_of_token(g, &presented)
+        .ok_or_else(|| A2aError::new(ErrorKind::Unauthenticated, "the token is not valid"))
+}
+
+/// The caller a presented token names, if it is one of the gateway's.
+pub(crate) fn caller_of_token(g: &Gateway, presented: &str) -> Option<Caller> {
     // Every token is compared, so the time taken says nothing of which matched.
     let mut found = None;
     for (token, name) in &g.tokens {
-        if same_secret(token, &presented) {
+        if same_secret(token, presented) {
             found = Some(name.clone());
         }
     }
-    found
-        .map(|name| Caller(Some(name)))
-        .ok_or_else(|| A2aError::new(ErrorKind::Unauthenticated, "the token is not valid"))
+    found.map(|name| Caller(Some(name)))
 }
 
 /// Refuses a protocol version this gateway does not serve (no header

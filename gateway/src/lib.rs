@@ -20,9 +20,11 @@
 //! - [`stream`]: SSE streams of a task;
 //! - [`push`]: webhooks and their delivery;
 //! - [`http`]: the router, and the JSON-RPC dispatch both bindings share;
-//! - [`nats`]: the A2A NATS binding (`docs/a2a-nats.md`).
+//! - [`nats`]: the A2A NATS binding (`docs/a2a-nats.md`);
+//! - [`console`]: the web console at `/` (`docs/console.md`).
 
 pub mod card;
+pub mod console;
 pub mod error;
 pub mod http;
 pub mod mapping;
@@ -67,6 +69,8 @@ pub struct GatewayConfig {
     /// The URL the card names for the NATS binding (`nats://host:port/a2a.rpc`),
     /// which is served on the gateway's own connection either way.
     pub nats_url: Option<String>,
+    /// Serve the web console at `/`.
+    pub console: bool,
 }
 
 /// Parses tokens: `name:secret` entries separated by commas or new lines
@@ -166,11 +170,12 @@ pub async fn bind(config: GatewayConfig) -> anyhow::Result<Bound> {
         swarms,
         card,
         tokens: config.tokens,
+        hub: Default::default(),
     };
     let gateway = std::sync::Arc::new(gateway);
     Ok(Bound {
         listener,
-        router: http::router(gateway.clone(), body_limit),
+        router: http::router(gateway.clone(), body_limit, config.console),
         gateway,
         client,
         local_addr,

@@ -63,6 +63,9 @@ struct Cli {
     /// of --nats-url. The binding is served either way.
     #[arg(long, env = "SWARM_GATEWAY_NATS_BINDING_URL")]
     nats_binding_url: Option<String>,
+    /// Serve the web console at `/` (`--console=false` for the A2A API alone).
+    #[arg(long, env = "SWARM_GATEWAY_CONSOLE", default_value_t = true, action = clap::ArgAction::Set)]
+    console: bool,
     /// Copies of each stream and bucket it creates, when it is the first
     /// role to start (3 for a production cluster).
     #[arg(long, env = "SWARM_REPLICAS", default_value_t = 1)]
@@ -126,6 +129,7 @@ async fn main() -> anyhow::Result<()> {
         push_allow_private: cli.push_allow_private,
         max_streams_per_caller: cli.max_streams_per_caller,
         max_streams: cli.max_streams,
+        console: cli.console,
         nats_url: Some(cli.nats_binding_url.clone().unwrap_or_else(|| {
             let first = cli
                 .common
@@ -150,6 +154,9 @@ async fn main() -> anyhow::Result<()> {
         "gateway ready: its A2A card is at {}/.well-known/agent-card.json",
         bound.public_url
     );
+    if cli.console {
+        tracing::info!("the console is at {}/", bound.public_url);
+    }
     let mut card = swarm_runtime::cards::card("gateway", &agent_id);
     card.url = Some(bound.public_url.clone());
     card.skills = bound.skills.clone();

@@ -530,6 +530,81 @@ impl Swarms {
         })
     }
 
+    /// The newest swarms the caller may see (at most `limit`), for the
+    /// console's list.
+    pub async fn rows(
+        &self,
+        caller: &Caller,
+        statuses: Vec<SwarmStatus>,
+        since: Option<Duration>,
+        limit: usize,
+    ) -> Result<Vec<swarm_client::list::Row>, A2aError> {
+        // A caller that sees only its own swarms needs a wider window to
+        // fill a page; the window is bounded either way.
+        let window = if caller.0.is_some() {
+            LIST_WINDOW.max(limit)
+        } else {
+            limit
+        };
+        let query = swarm_client::list::Query {
+            statuses,
+            since,
+            limit: window,
+        };
+        let listing = swarm_client::list::list(&self.client, &query, Utc::now())
+            .await
+            .map_err(internal)?;
+        Ok(listing
+            .rows
+            .into_iter()
+            .filter(|r| match &caller.0 {
+                None => true,
+                Some(name) => r
+                    .mission_id
+                    .as_deref()
+                    .and_then(Origin::of_mission_id)
+                    .is_some_and(|o| &o.caller == name),
+            })
+            .take(limit)
+            .collect())
+    }
+
+    /// Every question a task asked that is neither answered nor closed.
+    pub async fn open_questions(
+        &self,
+    ) -> Result<Vec<swarm_common::approval::InputRecord>, A2aError> {
+        use futures::StreamExt;
+        let js = async_nats::jetstream::new(self.client.clone());
+        let store = js
+            .get_key_value(subjects::INPUTS_BUCKET)
+            .await
+            .map_err(|e| A2aError::internal(&anyhow::Error::new(e)))?;
+        let mut keys = store
+            .keys()
+            .await
+            .map_err(|e| A2aError::internal(&anyhow::Error::new(e)))?;
+        let mut out = Vec::new();
+        while let Some(key) = keys.next().await {
+            let Ok(key) = key else { continue };
+            let Ok(Some(bytes)) = store.get(&key).await else {
+                continue;
+            };
+            if let Ok(q) =
+                swarm_common::Codec::MsgPack.decode::<swarm_common::approval::InputRecord>(&bytes)
+                && q.answer.is_none()
+                && q.closed.is_none()
+            {
+                out.push(q);
+            }
+            // A bound: the page shows what a person can answer.
+            if out.len() >= 500 {
+                break;
+            }
+        }
+        out.sort_by_key(|q| q.asked_at);
+        Ok(out)
+    }
+
     /// The HTML report of a swarm, once the boss has rendered it.
     pub async fn report_html(&self, id: &str) -> Result<Option<Vec<u8>>, A2aError> {
         use tokio::io::AsyncReadExt;
