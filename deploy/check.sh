@@ -256,5 +256,96 @@ for so in kinds.get("ScaledObject", []):
 print(f"ok: {overlay}: {len(docs)} resources, {nodes} NATS node(s), autoscaler {scalers[0]['kind']}")
 PY
 done
+step "components/monitoring: with each overlay, the PodMonitor scrapes every role; the dashboard queries only exported metrics"
+for overlay in dev prod; do
+    # The temporary copy's overlay, with the component added as docs/deploy.md says.
+    python3 - "$tmp/k8s/overlays/$overlay/kustomization.yaml" <<'PY'
+import sys, yaml
+path = sys.argv[1]
+k = yaml.safe_load(open(path))
+k.setdefault("components", []).append("../../components/monitoring")
+yaml.safe_dump(k, open(path, "w"), sort_keys=False)
+PY
+    kubectl kustomize "$tmp/k8s/overlays/$overlay" > "$tmp/$overlay-monitoring.yaml"
+    # The PodMonitor (a CRD without a schema there) only warns; it is checked below.
+    python3 "$py/bin/kubernetes-validate" --strict --quiet -k 1.32.0 "$tmp/$overlay-monitoring.yaml"
+    python3 - "$tmp/$overlay-monitoring.yaml" "$overlay" <<'PY'
+import sys, json, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+overlay = sys.argv[2]
+kinds = {}
+for d in docs:
+    kinds.setdefault(d["kind"], []).append(d)
+(pm,) = kinds["PodMonitor"]
+assert pm["apiVersion"] == "monitoring.coreos.com/v1", pm["apiVersion"]
+deployments = {d["metadata"]["name"]: d for d in kinds["Deployment"]}
+namespace = deployments["boss"]["metadata"]["namespace"]
+assert pm["metadata"]["namespace"] == namespace, f"{overlay}: the PodMonitor is not in {namespace}"
+want = pm["spec"]["selector"]["matchLabels"]
+def selected(workload):
+    labels = workload["spec"]["template"]["metadata"].get("labels", {})
+    return all(labels.get(k) == v for k, v in want.items())
+picked = sorted(d["metadata"]["name"] for d in kinds["Deployment"] + kinds.get("StatefulSet", []) if selected(d))
+assert picked == ["boss", "gateway", "manager", "worker"], f"{overlay}: the PodMonitor selects {picked}"
+# The roles' health port, admitted from other namespaces (Prometheus's) by a NetworkPolicy.
+admitted = set()
+for np in kinds["NetworkPolicy"]:
+    if np["spec"]["podSelector"].get("matchLabels", {}).get("app.kubernetes.io/component") == "role":
+        for rule in np["spec"].get("ingress", []):
+            admitted |= {p["port"] for p in rule.get("ports", [])}
+for endpoint in pm["spec"]["podMetricsEndpoints"]:
+    assert endpoint.get("path", "/metrics") == "/metrics", endpoint
+    for name in picked:
+        (container,) = deployments[name]["spec"]["template"]["spec"]["containers"]
+        ports = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
+        assert endpoint["port"] in ports, f"{overlay}/{name}: no port named {endpoint['port']}"
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        port = ports[endpoint["port"]]
+        assert str(port) == env["SWARM_HEALTH_PORT"], f"{overlay}/{name}: port {endpoint['port']} is not SWARM_HEALTH_PORT"
+        assert port in admitted, f"{overlay}/{name}: no NetworkPolicy admits Prometheus to port {port}"
+(cm,) = [c for c in kinds["ConfigMap"] if c["metadata"]["name"] == "swarm-dashboard"]
+assert cm["metadata"]["namespace"] == namespace
+assert cm["metadata"]["labels"].get("grafana_dashboard") == "1", "the Grafana sidecar loads ConfigMaps labelled grafana_dashboard=1"
+assert json.loads(cm["data"]["swarm-dashboard.json"]) == json.load(open("k8s/components/monitoring/swarm-dashboard.json"))
+print(f"ok: {overlay}: the PodMonitor scrapes {', '.join(picked)} on port {pm['spec']['podMetricsEndpoints'][0]['port']}; the dashboard's ConfigMap is labelled for Grafana")
+PY
+done
+python3 - <<'PY'
+# The dashboard: Grafana's JSON model, and only metrics the code exports
+# (the string constants of runtime/src/metrics.rs and metrics/process.rs;
+# swarm-runtime's test the_dashboard_queries_only_exported_metrics checks
+# the same against the list the exporter keeps).
+import json, re
+dash = json.load(open("k8s/components/monitoring/swarm-dashboard.json"))
+assert dash["schemaVersion"] >= 36, dash["schemaVersion"]
+assert dash["uid"] and dash["title"]
+variables = {v["name"]: v for v in dash["templating"]["list"]}
+assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+for name in ("role", "pod"):
+    assert variables[name]["type"] == "query", name
+source = open("runtime/src/metrics.rs").read() + open("runtime/src/metrics/process.rs").read()
+exported = set(re.findall(r'pub const [A-Z_]+: &str = "((?:swarm|process)_[a-z_]+)";', source))
+assert len(exported) > 15, exported
+ids, queried = set(), set()
+for panel in dash["panels"]:
+    assert panel["type"] in ("timeseries", "stat"), f"panel {panel['title']}: type {panel['type']}"
+    assert panel["id"] not in ids, f"panel id {panel['id']} twice"
+    ids.add(panel["id"])
+    assert set(panel["gridPos"]) == {"h", "w", "x", "y"}, panel["title"]
+    assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+    assert panel["targets"], panel["title"]
+    for target in panel["targets"]:
+        names = re.findall(r"(?<![A-Za-z0-9_])((?:swarm|process)_[a-z_]+)", target["expr"])
+        assert names, f"panel {panel['title']}: {target['expr']} reads no Swarm metric"
+        for n in names:
+            base = re.sub(r"_(bucket|sum|count)$", "", n)
+            n = base if base in exported else n
+            assert n in exported, f"panel {panel['title']} queries {n}, which runtime/src/metrics.rs does not export"
+            queried.add(n)
+for n in ("swarm_missions_intake_total", "swarm_mission_outcomes_total", "process_cpu_seconds_total", "process_resident_memory_bytes"):
+    assert n in queried, f"the dashboard has no panel on {n}"
+print(f"ok: the dashboard: {len(dash['panels'])} panels, {len(queried)} of {len(exported)} exported metrics queried")
+PY
+
 echo
 echo "deploy checks passed"

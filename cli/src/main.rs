@@ -282,7 +282,7 @@ struct UpArgs {
     workspace: PathBuf,
     /// First of the consecutive ports on 127.0.0.1 that serve each role's
     /// `/metrics` (Prometheus text), `/healthz` and `/readyz`, in start
-    /// order (bosses, managers, workers); 0 serves none.
+    /// order (bosses, managers, workers, then the gateway); 0 serves none.
     #[arg(long, default_value_t = 9310)]
     metrics_port: u16,
     /// Port on 127.0.0.1 of the A2A gateway (the swarm as an A2A v1.0

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
+use async_nats::service::ServiceExt as _;
 use clap::Parser;
 use swarm_runtime::CommonArgs;
 
@@ -117,6 +118,7 @@ async fn main() -> anyhow::Result<()> {
     // Binds to the streams and buckets (creating what is missing, where
     // this user may), as every role does.
     let infra = swarm_runtime::infra::Infra::open(&client, cli.replicas).await?;
+    let nc = client.clone();
     let bound = swarm_gateway::bind(swarm_gateway::GatewayConfig {
         client,
         listen: cli.listen,
@@ -160,6 +162,15 @@ async fn main() -> anyhow::Result<()> {
     let mut card = swarm_runtime::cards::card("gateway", &agent_id);
     card.url = Some(bound.public_url.clone());
     card.skills = bound.skills.clone();
+    // A NATS service as the other roles are (`$SRV.PING`, `INFO` and
+    // `STATS`), its card the metadata.
+    let service = nc
+        .service_builder()
+        .description("Swarm A2A gateway: the swarm as an A2A v1.0 agent")
+        .metadata(card.metadata())
+        .start("gateway", env!("CARGO_PKG_VERSION"))
+        .await
+        .map_err(|e| anyhow::anyhow!("starting the gateway service: {e}"))?;
     let card = swarm_runtime::cards::publish(&infra.agents, card).await;
     swarm_runtime::health::started();
     let served = swarm_gateway::serve(bound, async {
@@ -167,6 +178,7 @@ async fn main() -> anyhow::Result<()> {
         swarm_runtime::health::stopping();
     })
     .await;
+    let _ = service.stop().await;
     card.withdraw().await;
     served
 }

@@ -7,7 +7,7 @@
 //! may also say where it is in its life ([`starting`], [`started`],
 //! [`stopping`]): while it sets up or drains, it is not ready whatever NATS
 //! says. Off unless a port is given (`--health-port` / `SWARM_HEALTH_PORT`);
-//! the manifests set it.
+//! the manifests set it, and `swarm up` gives each role one.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;

@@ -856,8 +856,8 @@ async fn hello_lists_every_replica_and_names_a_silent_role() {
 
 /// Every running replica publishes its agent card: `swarm agents` lists the
 /// boss, the manager, each worker with its pool, skills and tools, and the
-/// gateway with its URL; managers and workers answer `$SRV.INFO` with the
-/// card as metadata; a replica that stops takes its card with it.
+/// gateway with its URL; managers, workers and the gateway answer
+/// `$SRV.INFO` with the card as metadata; a replica that stops takes its card with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_lists_every_running_replica_from_its_card() {
     let mut cluster = Cluster::builder()
@@ -957,7 +957,7 @@ async fn agents_lists_every_running_replica_from_its_card() {
 
     // The roles are NATS services, their cards the metadata.
     let nc = cluster.client().await;
-    for role in ["manager", "worker"] {
+    for role in ["manager", "worker", "gateway"] {
         let info = nc
             .request(format!("$SRV.INFO.{role}"), bytes::Bytes::new())
             .await

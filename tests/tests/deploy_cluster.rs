@@ -293,8 +293,8 @@ async fn a_mission_completes_on_a_three_node_cluster_configured_like_the_manifes
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0)
         };
-        accepted += count("swarm_missions_total{role=\"boss\",status=\"accepted\"}");
-        reported += count("swarm_missions_total{role=\"boss\",status=\"completed\"}");
+        accepted += count("swarm_missions_intake_total{role=\"boss\",state=\"accepted\"}");
+        reported += count("swarm_mission_outcomes_total{role=\"boss\",status=\"completed\"}");
     }
     assert_eq!(
         accepted, 3,
