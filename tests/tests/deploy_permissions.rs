@@ -617,6 +617,51 @@ async fn the_gateway_reads_decides_for_its_callers_and_pushes_and_nothing_else()
     )
     .await
     .unwrap();
+    // The console follows the buckets with ordered pull consumers (values
+    // of approvals and questions, the keys of swarms and records) and asks
+    // the services that answer $SRV.INFO for its agents page.
+    boss.js()
+        .get_key_value(subjects::APPROVALS_BUCKET)
+        .await
+        .unwrap()
+        .put("a1", Bytes::from_static(b"{}"))
+        .await
+        .unwrap();
+    for (bucket, headers_only) in [
+        (subjects::APPROVALS_BUCKET, false),
+        (subjects::INPUTS_BUCKET, false),
+        (subjects::SWARMS_BUCKET, true),
+        (subjects::MISSIONS_BUCKET, true),
+    ] {
+        let consumer = gateway
+            .js()
+            .get_stream(format!("KV_{bucket}"))
+            .await
+            .unwrap()
+            .create_consumer(pull::OrderedConfig {
+                filter_subject: format!("$KV.{bucket}.>"),
+                deliver_policy: jetstream::consumer::DeliverPolicy::All,
+                headers_only,
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_else(|e| panic!("gateway: following {bucket}: {e}"));
+        let mut messages = consumer.messages().await.unwrap();
+        if bucket == subjects::APPROVALS_BUCKET {
+            let first = tokio::time::timeout(Duration::from_secs(5), messages.next()).await;
+            assert!(
+                matches!(first, Ok(Some(Ok(_)))),
+                "gateway: reading {bucket}: {first:?}"
+            );
+        }
+    }
+    let inbox = gateway.client.new_inbox();
+    let _answers = gateway.client.subscribe(inbox.clone()).await.unwrap();
+    gateway
+        .client
+        .publish_with_reply("$SRV.INFO", inbox, Bytes::new())
+        .await
+        .unwrap();
     gateway.stored(&subjects::control("s1")).await;
     // The desk, under its own name.
     for action in ["decide", "answer"] {
