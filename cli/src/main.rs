@@ -765,6 +765,7 @@ async fn run(command: Command, conn: &Connection) -> anyhow::Result<Exit> {
             let cluster = swarm_local::LocalCluster::start(opts).await?;
             println!("Swarm is up at {}", cluster.url());
             if let Some(url) = cluster.gateway_url() {
+                println!("  console: {url}/");
                 println!("  A2A:     {url} (card: {url}/.well-known/agent-card.json)");
             }
             println!("  logs:    {}", cluster.logs_dir().display());
