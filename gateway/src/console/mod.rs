@@ -950,3 +950,58 @@ async fn agents_page(State(g): State<Shared>, headers: HeaderMap) -> Response {
         context! { page => "agents", caller => who(&p), agents => v(&agents), from_services },
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_send_people_back_only_within_the_console() {
+        let back = |p: &str| back_to(&HashMap::from([("back".to_owned(), p.to_owned())]), "/");
+        assert_eq!(back("/swarms/s1"), "/swarms/s1");
+        assert_eq!(back("//evil.example/x"), "/");
+        assert_eq!(back("https://evil.example/"), "/");
+        assert_eq!(back("/\\evil.example"), "/");
+        assert_eq!(back_to(&HashMap::new(), "/approvals"), "/approvals");
+    }
+
+    #[test]
+    fn the_token_is_read_from_its_cookie_only() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_static("other=1; swarm_console=abc123 ; x=y"),
+        );
+        assert_eq!(cookie_token(&h).as_deref(), Some("abc123"));
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_static("swarm_consoleX=abc"),
+        );
+        assert_eq!(cookie_token(&h), None);
+    }
+
+    #[test]
+    fn query_values_are_percent_encoded() {
+        assert_eq!(encode("/swarms/a b?c&d"), "/swarms/a%20b%3Fc%26d");
+        assert_eq!(encode("ok-_.~"), "ok-_.~");
+    }
+
+    #[test]
+    fn every_template_parses() {
+        for name in [
+            "base.html",
+            "fragment.html",
+            "login.html",
+            "swarms.html",
+            "row.html",
+            "task_rows.html",
+            "swarm.html",
+            "waiting.html",
+            "approvals.html",
+            "agents.html",
+            "task.html",
+        ] {
+            assert!(templates().get_template(name).is_ok(), "{name}");
+        }
+    }
+}
