@@ -161,5 +161,5 @@ async fn main() -> anyhow::Result<()> {
     })
     .await;
     card.withdraw().await;
-    served
+    swarm_runtime::finish_role(served)
 }
