@@ -37,6 +37,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
 use swarm_common::Limits;
+use tracing::Instrument as _;
 
 use crate::command::run_command;
 
@@ -954,7 +955,19 @@ impl GateChain {
     pub async fn check(&self, output: &str) -> Vec<(String, GateCheck)> {
         let mut verdicts = Vec::with_capacity(self.gates.len());
         for gate in &self.gates {
-            verdicts.push((gate.name(), gate.check(output).await));
+            let name = gate.name();
+            // A span per gate when traces are exported (target `swarm_otel`,
+            // see `crate::provider`).
+            let span = tracing::info_span!(
+                target: "swarm_otel",
+                "gate",
+                otel.name = format!("gate {name}"),
+                swarm.gate.name = %name,
+                swarm.gate.passed = tracing::field::Empty,
+            );
+            let check = gate.check(output).instrument(span.clone()).await;
+            span.record("swarm.gate.passed", check.passed);
+            verdicts.push((name, check));
         }
         verdicts
     }

@@ -45,6 +45,7 @@ fn report(n: usize) -> FinalReport {
         })
         .collect();
     FinalReport {
+        trace_id: None,
         overall_status: SwarmStatus::Completed,
         mission: "benchmark chain".into(),
         summary: format!("{n} of {n} tasks completed."),

@@ -13,6 +13,7 @@ pub mod floor;
 pub mod peers;
 pub mod plans;
 pub mod scenarios;
+pub mod sink;
 pub mod stats;
 pub mod table;
 
@@ -112,6 +113,15 @@ pub struct Args {
     /// `--nats-env` (to compare server settings on the same binaries).
     #[arg(long = "b-nats-env", value_parser = parse_env, requires = "against")]
     pub b_nats_env: Vec<(String, String)>,
+    /// With `--against`: extra environment for B's roles only, after `--env`
+    /// (to compare settings on the same binaries).
+    #[arg(long = "b-env", value_parser = parse_env, requires = "against")]
+    pub b_env: Vec<(String, String)>,
+    /// With `--against`: B's roles export their traces (OTLP/HTTP) to a
+    /// local sink that answers and discards; give `--against` the usual
+    /// binaries to measure what tracing on costs against tracing off.
+    #[arg(long = "b-traces", requires = "against")]
+    pub b_traces: bool,
     /// The nats-server's CPUs: `own` (as `swarm up`: the last half of those
     /// the harness may use, at least one, when there are two or more),
     /// `shared` (any, beside the roles) or a list such as `1` or `2,3`.
@@ -279,12 +289,32 @@ pub async fn run(args: &Args, build: BuildPolicy) -> anyhow::Result<Vec<Table>> 
         if let Some(cpus) = &args.b_nats_cpus {
             server.push_str(&format!(", nats-server CPUs {}", describe_cpus(cpus)));
         }
+        let sink = if args.b_traces {
+            Some(sink::Sink::start().await?)
+        } else {
+            None
+        };
+        if let Some(sink) = &sink {
+            server.push_str(&format!(
+                ", traces exported to a discarding sink at {}",
+                sink.url
+            ));
+        }
+        for (k, v) in &args.b_env {
+            server.push_str(&format!(", roles with {k}={v}"));
+        }
         println!("# B: binaries from {}{server}\n", other.display());
         let (one, fan, chain) = args.latency_missions();
         for sync in args.syncs() {
             let (a, fa) = start(args.spec(sync), &bin_dir, &scale).await?;
             let mut b_spec = args.spec(sync);
             b_spec.nats_env.extend(args.b_nats_env.iter().cloned());
+            b_spec.env.extend(args.b_env.iter().cloned());
+            if let Some(sink) = &sink {
+                b_spec
+                    .env
+                    .push(("OTEL_EXPORTER_OTLP_ENDPOINT".into(), sink.url.clone()));
+            }
             if let Some(cpus) = &args.b_nats_cpus {
                 b_spec.nats_cpus = cpus.clone();
             }
@@ -293,6 +323,9 @@ pub async fn run(args: &Args, build: BuildPolicy) -> anyhow::Result<Vec<Table>> 
             a.stop().await;
             b.stop().await;
             emit(&mut tables, t?);
+        }
+        if let Some(sink) = &sink {
+            println!("# B's roles sent the sink {} exports\n", sink.exports());
         }
         return Ok(tables);
     }

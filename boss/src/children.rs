@@ -28,7 +28,7 @@ use swarm_common::{
     subjects,
 };
 use swarm_runtime::{Infra, wire};
-use tracing::{info, warn};
+use tracing::{Instrument as _, info, warn};
 
 /// What the sub-manager pool's consumer needs.
 pub struct Children {
@@ -49,6 +49,18 @@ impl Children {
     /// Turns one assignment into a child mission and acks it once the child
     /// is recorded and handed to the planners.
     pub async fn handle(&self, msg: jetstream::Message) {
+        // The child swarm's mission continues the parent's trace.
+        let span = swarm_runtime::trace::process(
+            "start child swarm",
+            "consumer",
+            &msg.subject,
+            &consumer_name(),
+            msg.headers.as_ref(),
+        );
+        self.start_child(msg).instrument(span).await
+    }
+
+    async fn start_child(&self, msg: jetstream::Message) {
         let env = match wire::decode::<TaskAssignment>(msg.headers.as_ref(), &msg.payload) {
             Ok(env) => env,
             Err(e) => {

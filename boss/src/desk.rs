@@ -69,7 +69,16 @@ impl Desk {
     /// Answers one request message (one with no reply subject is dropped).
     pub async fn respond(&self, client: &async_nats::Client, request: async_nats::Message) {
         let Some(reply) = request.reply else { return };
-        let answer = self.handle(&request.subject, &request.payload).await;
+        let span = swarm_runtime::trace::process(
+            "desk",
+            "server",
+            &request.subject,
+            swarm_common::subjects::MISSIONS_QUEUE,
+            request.headers.as_ref(),
+        );
+        let answer =
+            tracing::Instrument::instrument(self.handle(&request.subject, &request.payload), span)
+                .await;
         match serde_json::to_vec(&answer) {
             Ok(body) => {
                 if let Err(e) = client.publish(reply, body.into()).await {

@@ -11,8 +11,8 @@ use swarm_common::{
     },
     subjects,
 };
-use swarm_runtime::{Infra, wire};
-use tracing::{info, warn};
+use swarm_runtime::{Infra, trace, wire};
+use tracing::{Instrument as _, info, warn};
 
 use crate::records;
 
@@ -28,8 +28,21 @@ pub struct Intake {
 
 impl Intake {
     /// Handles one request on `boss.missions`: answers it if it has a reply
-    /// subject, and records a refused mission sent without one as a dead letter.
+    /// subject, and records a refused mission sent without one as a dead
+    /// letter. Its span is where a mission's trace starts, unless the
+    /// request carries one to continue.
     pub async fn handle(&self, request: Request) {
+        let span = trace::process(
+            "intake",
+            "server",
+            &request.message.subject,
+            subjects::MISSIONS_QUEUE,
+            request.message.headers.as_ref(),
+        );
+        self.respond(request).instrument(span).await
+    }
+
+    async fn respond(&self, request: Request) {
         let msg = &request.message;
         let headers = msg.headers.as_ref();
         let parsed = parse_mission(
@@ -267,12 +280,15 @@ impl Intake {
     }
 }
 
-/// The answer to an accepted mission.
+/// The answer to an accepted mission, naming the trace of this intake's
+/// span (a duplicate's work is in the first submission's trace).
 fn accepted(swarm_id: &str, duplicate: bool) -> MissionReply {
+    tracing::Span::current().record("swarm.id", swarm_id);
     MissionReply {
         swarm_id: swarm_id.to_string(),
         status: "accepted".into(),
         duplicate,
+        trace_id: trace::current_trace_id().filter(|_| !duplicate),
     }
 }
 

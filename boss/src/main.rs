@@ -62,5 +62,5 @@ async fn main() -> anyhow::Result<()> {
     config.tool_names = swarm_boss::worker_tool_names(&cli.tools);
     config.approvers = swarm_boss::desk::users(&cli.approvers);
     config.desk_workers = swarm_boss::desk::users(&cli.desk_workers);
-    swarm_boss::run(config, swarm_runtime::shutdown::signal()).await
+    swarm_runtime::finish_role(swarm_boss::run(config, swarm_runtime::shutdown::signal()).await)
 }

@@ -15,7 +15,7 @@ use swarm_common::{
     validate::validate_plan_at,
 };
 use swarm_runtime::{Infra, wire};
-use tracing::{info, warn};
+use tracing::{Instrument as _, info, warn};
 
 use crate::records;
 
@@ -37,8 +37,20 @@ pub struct Planner {
 }
 
 impl Planner {
-    /// Plans one recorded mission and acks it once the deployment is stored.
+    /// Plans one recorded mission and acks it once the deployment is stored,
+    /// in a span that continues the trace intake started.
     pub async fn handle(&self, msg: jetstream::Message) {
+        let span = swarm_runtime::trace::process(
+            "plan",
+            "consumer",
+            &msg.subject,
+            subjects::PLANNER_CONSUMER,
+            msg.headers.as_ref(),
+        );
+        self.plan(msg).instrument(span).await
+    }
+
+    async fn plan(&self, msg: jetstream::Message) {
         let record: MissionRecord = match wire::codec_of(msg.headers.as_ref())
             .and_then(|c| c.decode(&msg.payload).map_err(ErrorBody::from))
         {
@@ -49,6 +61,7 @@ impl Planner {
             }
         };
         let swarm_id = record.swarm_id.clone();
+        tracing::Span::current().record("swarm.id", swarm_id.as_str());
         let delivered = msg.info().map(|i| i.delivered).unwrap_or(2);
         if delivered >= crate::MAX_TRIES {
             let e = ErrorBody::new(
@@ -307,6 +320,30 @@ async fn deploy_as(
     failure: Option<String>,
 ) -> anyhow::Result<()> {
     let swarm_id = &record.swarm_id;
+    let span = swarm_runtime::otel_span!(
+        "deploy",
+        otel.name = "deploy",
+        otel.kind = "producer",
+        messaging.system = swarm_runtime::trace::MESSAGING_SYSTEM,
+        messaging.operation.type = "publish",
+        messaging.destination.name = %subjects::deploy(swarm_id),
+        swarm.id = %swarm_id,
+    );
+    async move { deploy_in_span(infra, agent_id, record, plan, limits, failure).await }
+        .instrument(span)
+        .await
+}
+
+/// [`deploy_as`] within its span, whose trace the deployment names.
+async fn deploy_in_span(
+    infra: &Infra,
+    agent_id: &str,
+    record: &MissionRecord,
+    plan: &SwarmDeploymentPlan,
+    limits: &Limits,
+    failure: Option<String>,
+) -> anyhow::Result<()> {
+    let swarm_id = &record.swarm_id;
     let request = &record.request;
     let max_execution = chrono::Duration::from_std(request.max_execution(limits))
         .unwrap_or_else(|_| chrono::Duration::minutes(i64::from(limits.max_execution_minutes)));
@@ -320,6 +357,7 @@ async fn deploy_as(
         budget: request.budget(),
         accepted_at: record.accepted_at,
         deadline: record.accepted_at + max_execution,
+        trace_id: swarm_runtime::trace::current_trace_id(),
     };
     let env = Envelope::new(
         agent_id,

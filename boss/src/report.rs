@@ -136,6 +136,8 @@ struct PageView {
     mission: String,
     swarm_id: String,
     mission_id: Option<String>,
+    /// The mission's trace, when it was traced.
+    trace_id: Option<String>,
     status: BadgeView,
     started_at: TimeView,
     completed_at: TimeView,
@@ -367,6 +369,7 @@ impl PageView {
             mission,
             swarm_id: input.swarm_id.to_string(),
             mission_id: input.mission_id.map(str::to_string),
+            trace_id: report.trace_id.clone(),
             status: swarm_badge(report.overall_status),
             started_at: TimeView::new(report.started_at, day),
             completed_at: TimeView::new(report.completed_at, day),
@@ -1073,6 +1076,7 @@ mod tests {
         write.asked_by = Some("analyse_data".to_string());
 
         let report = FinalReport {
+            trace_id: None,
             overall_status: SwarmStatus::Failed,
             mission: "Compare three rust web frameworks".to_string(),
             summary: "Facts were gathered; analysis failed.".to_string(),
@@ -1197,6 +1201,7 @@ mod tests {
     #[test]
     fn empty_report_renders() {
         let report = FinalReport {
+            trace_id: None,
             overall_status: SwarmStatus::TimedOut,
             mission: String::new(),
             summary: String::new(),
@@ -1279,6 +1284,7 @@ mod tests {
     /// A report of `tasks` with the given status, started at 12:40:00.000.
     fn report_of(status: SwarmStatus, tasks: Vec<TaskOutcome>) -> FinalReport {
         FinalReport {
+            trace_id: None,
             overall_status: status,
             mission: "Summarise the notes".to_string(),
             summary: "The manager's summary.".to_string(),

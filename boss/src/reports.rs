@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use async_nats::jetstream::{self, AckKind};
-use swarm_common::{FinalReport, mission::MissionStatus, subjects::Subject};
+use swarm_common::{FinalReport, mission::MissionStatus, subjects, subjects::Subject};
 use swarm_runtime::{Infra, wire};
-use tracing::{info, warn};
+use tracing::{Instrument as _, info, warn};
 
 use crate::{records, report};
 
@@ -40,6 +40,17 @@ pub fn object_name(swarm_id: &str) -> String {
 impl Reporter {
     /// Renders one final report and acks it once the page is stored.
     pub async fn handle(&self, msg: jetstream::Message) {
+        let span = swarm_runtime::trace::process(
+            "render report",
+            "consumer",
+            &msg.subject,
+            subjects::REPORTS_CONSUMER,
+            msg.headers.as_ref(),
+        );
+        self.take(msg).instrument(span).await
+    }
+
+    async fn take(&self, msg: jetstream::Message) {
         let swarm_id = match Subject::parse(&msg.subject) {
             Some(Subject::Report { swarm_id }) => swarm_id.to_string(),
             _ => {

@@ -281,6 +281,9 @@ pub fn status_table(
     out.push_str(&format!("status    {:?}\n", state.status));
     out.push_str(&format!("mission   {}\n", clip(&state.mission, 100)));
     out.push_str(&format!("planner   {}\n", state.planner));
+    if let Some(trace_id) = &state.trace_id {
+        out.push_str(&format!("trace     {trace_id}\n"));
+    }
     if !state.last_manager.is_empty() {
         out.push_str(&format!(
             "manager   {} (last to change the state)\n",
@@ -440,6 +443,9 @@ pub fn report_summary(report: &FinalReport) -> String {
         "overall status: {:?}\n{}\n",
         report.overall_status, report.summary
     );
+    if let Some(trace_id) = &report.trace_id {
+        out.push_str(&format!("trace: {trace_id}\n"));
+    }
     for i in &report.insights {
         out.push_str(&format!("  - {i}\n"));
     }

@@ -359,7 +359,7 @@ async fn main() -> std::process::ExitCode {
         .value_source("url")
         .is_some_and(|s| s != ValueSource::DefaultValue);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    swarm_runtime::telemetry::init_with(swarm_runtime::config::LogFormat::Text, "warn");
+    swarm_runtime::telemetry::init_with(swarm_runtime::config::LogFormat::Text, "warn", None);
     let connection = Connection {
         nats: cli.nats,
         url_given,
@@ -418,6 +418,10 @@ async fn run(command: Command, conn: &Connection) -> anyhow::Result<Exit> {
                 println!("{}", reply.swarm_id);
                 if reply.duplicate {
                     println!("(this mission id was accepted before: same swarm)");
+                }
+                // On stderr: stdout stays the swarm id alone, for scripts.
+                if let Some(trace_id) = &reply.trace_id {
+                    eprintln!("trace {trace_id}");
                 }
             }
             if !wait {

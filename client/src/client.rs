@@ -31,6 +31,9 @@ pub async fn submit(
 ) -> anyhow::Result<MissionReply> {
     let mut headers = HeaderMap::new();
     headers.insert(h::CONTENT_TYPE, swarm_common::codec::JSON);
+    // A caller with a trace of its own (a gateway's request) has the
+    // mission continue it.
+    swarm_runtime::trace::inject(&mut headers);
     let body = Bytes::from(Codec::Json.encode(request)?);
     let reply = tokio::time::timeout(
         timeout,

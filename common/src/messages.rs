@@ -886,6 +886,10 @@ pub struct SwarmDeployment {
     /// as failed with this reason, and its report answers the parent task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// The mission's trace (32 lowercase hex digits), when the boss exports
+    /// traces: the manager keeps it in the swarm's state and its report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 impl Payload for SwarmDeployment {
@@ -913,6 +917,8 @@ impl<'de> Deserialize<'de> for SwarmDeployment {
             parent: Option<crate::hierarchy::ParentTask>,
             #[serde(default)]
             failure: Option<String>,
+            #[serde(default)]
+            trace_id: Option<String>,
         }
         let mut w = OnWire::deserialize(d)?;
         w.plan.adopt_seed_fields();
@@ -942,6 +948,7 @@ impl<'de> Deserialize<'de> for SwarmDeployment {
             accepted_at: w.accepted_at,
             parent: w.parent,
             failure: w.failure,
+            trace_id: w.trace_id,
         })
     }
 }
@@ -1300,6 +1307,9 @@ pub struct FinalReport {
     #[serde(with = "crate::timestamp")]
     #[schemars(schema_with = "crate::timestamp::schema")]
     pub completed_at: DateTime<Utc>,
+    /// The mission's trace (32 lowercase hex digits), when it was traced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 impl Payload for FinalReport {

@@ -149,6 +149,10 @@ pub struct MissionReply {
     /// True when this mission id had been accepted before: the same swarm.
     #[serde(default)]
     pub duplicate: bool,
+    /// The trace the mission's spans are in (32 lowercase hex digits), when
+    /// the boss exports traces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 /// The answer to a refused mission.

@@ -198,6 +198,10 @@ pub struct SwarmState {
     /// The changes replans made to the graph, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<crate::replan::GraphChange>,
+    /// The mission's trace (32 lowercase hex digits), from its deployment,
+    /// when it was traced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 impl SwarmState {

@@ -137,6 +137,7 @@ fn budget() -> swarm_common::MissionBudget {
 
 fn deployment() -> SwarmDeployment {
     SwarmDeployment {
+        trace_id: None,
         failure: None,
         parent: None,
         mission: "1. read notes.txt\n2. count the words".into(),
@@ -264,6 +265,7 @@ fn outcome() -> TaskOutcome {
 
 fn report() -> FinalReport {
     FinalReport {
+        trace_id: None,
         overall_status: SwarmStatus::Completed,
         mission: "count the words in notes.txt".into(),
         summary: "1 of 1 tasks completed".into(),
@@ -296,6 +298,7 @@ fn control() -> Control {
 
 fn swarm_state() -> SwarmState {
     SwarmState {
+        trace_id: None,
         success_criteria: Vec::new(),
         changes: Vec::new(),
         replan: false,

@@ -395,6 +395,7 @@ fn every_shape_comes_back_as_it_went() {
         swarm_id: "s".into(),
         status: "accepted".into(),
         duplicate: true,
+        trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
     });
     same(&MissionErrorReply {
         error: ErrorBody::new(ErrorCode::ValidationFailed, "bad").with_detail("field", "x"),

@@ -180,5 +180,5 @@ async fn main() -> anyhow::Result<()> {
     .await;
     let _ = service.stop().await;
     card.withdraw().await;
-    served
+    swarm_runtime::finish_role(served)
 }

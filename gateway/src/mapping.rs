@@ -574,6 +574,7 @@ mod tests {
             .unwrap()
             .with_timezone(&Utc);
         FinalReport {
+            trace_id: None,
             overall_status: status,
             mission: "m".into(),
             summary: summary.into(),

@@ -141,6 +141,7 @@ pub fn deploy(
         report_published: false,
         sub_managers: d.plan.sub_managers.clone(),
         parent: d.parent.clone(),
+        trace_id: d.trace_id.clone(),
     });
     if let Some(why) = &d.failure {
         state.status = SwarmStatus::Failed;

@@ -87,5 +87,5 @@ async fn main() -> anyhow::Result<()> {
     config.token_key = secret.map_or_else(swarm_manager::token::TokenKey::none, |s| {
         swarm_manager::token::TokenKey::new(&s)
     });
-    swarm_manager::run(config, swarm_runtime::shutdown::signal()).await
+    swarm_runtime::finish_role(swarm_manager::run(config, swarm_runtime::shutdown::signal()).await)
 }

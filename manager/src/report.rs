@@ -65,6 +65,7 @@ pub fn build(
         .collect();
     let completed_at = state.completed_at.unwrap_or(now);
     FinalReport {
+        trace_id: state.trace_id.clone(),
         overall_status: state.status,
         mission: state.mission.clone(),
         summary: summary(state, completed_at),
@@ -405,6 +406,7 @@ mod tests {
             child_swarm: None,
         };
         FinalReport {
+            trace_id: None,
             overall_status: status,
             mission: "m".into(),
             summary: "Two of three tasks completed.".into(),

@@ -37,7 +37,17 @@ pub async fn call(
     let deadline = Instant::now() + patience;
     let mut pause = Duration::from_millis(100);
     loop {
-        let last = match client.request(subject.clone(), body.clone().into()).await {
+        // The request continues the asking task's trace, when there is one.
+        let mut headers = async_nats::HeaderMap::new();
+        crate::trace::inject(&mut headers);
+        let sent = if headers.is_empty() {
+            client.request(subject.clone(), body.clone().into()).await
+        } else {
+            client
+                .request_with_headers(subject.clone(), headers, body.clone().into())
+                .await
+        };
+        let last = match sent {
             Ok(reply) => {
                 return serde_json::from_slice(&reply.payload)
                     .map_err(|e| RuntimeError::nats("reading the desk's reply", e));

@@ -4,7 +4,8 @@
 //! putting A2AP messages on the wire and reading them back ([`wire`]),
 //! retrying transient faults ([`retry`]), shutting down on a signal
 //! ([`shutdown`]), asking the boss's desk of approvals and questions
-//! ([`desk`]), setting up logs ([`telemetry`]), answering the protocol
+//! ([`desk`]), setting up logs and traces ([`telemetry`]), carrying the
+//! trace context in headers ([`trace`]), answering the protocol
 //! handshake ([`hello`]), and serving health probes ([`health`]) and
 //! Prometheus metrics ([`metrics`]).
 
@@ -18,6 +19,7 @@ pub mod metrics;
 pub mod retry;
 pub mod shutdown;
 pub mod telemetry;
+pub mod trace;
 pub mod version;
 pub mod wire;
 
@@ -123,15 +125,23 @@ impl RuntimeError {
 }
 
 /// What every role binary does before its `run`: logs in the chosen
-/// format, metrics, and the health server (when its port is set). Returns
-/// the process's agent id.
+/// format (and traces as `role`, when an OTLP endpoint is set), metrics,
+/// and the health server (when its port is set). Returns the process's
+/// agent id. The binary ends with [`finish_role`].
 pub async fn start_role(
     common: &CommonArgs,
     health: &health::HealthArgs,
     role: &str,
 ) -> Result<String, RuntimeError> {
-    telemetry::init(common.log_format);
+    telemetry::init(common.log_format, role);
     wire::set_codec(common.codec.into());
     health::spawn(health, common.nats.clone(), role, format!("{role}-health")).await?;
     Ok(common.agent_id(role))
+}
+
+/// What every role binary does after its `run`: exports the spans still
+/// queued (nothing when traces are off), then passes `run`'s outcome on.
+pub fn finish_role<T>(outcome: T) -> T {
+    telemetry::shutdown();
+    outcome
 }

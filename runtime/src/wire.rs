@@ -35,7 +35,8 @@ pub fn codec() -> Codec {
         .unwrap_or_default()
 }
 
-/// Headers for a payload in `codec`, with a JetStream deduplication id.
+/// Headers for a payload in `codec`, with a JetStream deduplication id and,
+/// when traces are on, the current span's trace context ([`crate::trace`]).
 pub fn headers(codec: Codec, msg_id: Option<&str>) -> HeaderMap {
     let mut map = HeaderMap::new();
     map.insert(h::CONTENT_TYPE, codec.content_type());
@@ -43,6 +44,7 @@ pub fn headers(codec: Codec, msg_id: Option<&str>) -> HeaderMap {
     if let Some(id) = msg_id {
         map.insert(h::MSG_ID, id);
     }
+    crate::trace::inject(&mut map);
     map
 }
 

@@ -31,6 +31,7 @@ fn forged_report(swarm_id: &str, summary: &str) -> Envelope<FinalReport> {
         swarm_id,
         swarm_id,
         FinalReport {
+            trace_id: None,
             overall_status: SwarmStatus::Failed,
             mission: "forged".into(),
             summary: summary.into(),

@@ -38,6 +38,7 @@ fn report() -> FinalReport {
             .with_timezone(&chrono::Utc)
     };
     FinalReport {
+        trace_id: None,
         overall_status: SwarmStatus::TimedOut,
         mission: "m".into(),
         summary: "s".into(),

@@ -249,6 +249,7 @@ fn statuses_the_seed_lacks_travel_as_one_of_its_five_with_ours_beside() {
         .unwrap()
         .to_utc();
     let report = FinalReport {
+        trace_id: None,
         overall_status: SwarmStatus::TimedOut,
         mission: "m".into(),
         summary: "ran out of time".into(),

@@ -17,7 +17,7 @@ use swarm_common::{Envelope, ErrorBody, TaskAssignment, subjects};
 use swarm_runtime::{Infra, wire};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-use tracing::{Instrument, info, info_span, warn};
+use tracing::{Instrument, field::Empty, info, info_span, warn};
 
 use crate::WorkerConfig;
 use crate::ctx::Ctx;
@@ -94,7 +94,41 @@ pub(crate) async fn serve(
             },
         };
         let ctx = ctx.clone();
-        let span = info_span!("task", subject = %msg.subject);
+        // One span for the logs and the trace: as a trace's, it continues
+        // the manager's attempt span the assignment names (a redelivery
+        // too), with the messaging attributes (when traces are on).
+        let span = info_span!(
+            "task",
+            subject = %msg.subject,
+            otel.name = Empty,
+            otel.kind = Empty,
+            messaging.system = Empty,
+            messaging.operation.type = Empty,
+            messaging.destination.name = Empty,
+            messaging.consumer.group.name = Empty,
+            swarm.id = Empty,
+            swarm.task_id = Empty,
+            swarm.attempt = Empty,
+            swarm.revision = Empty,
+            swarm.delivered = Empty,
+            swarm.status = Empty,
+        );
+        if swarm_runtime::trace::enabled() {
+            // The span's name is set before it starts: the task's, from the
+            // subject (the envelope is read inside the span).
+            let name = match subjects::Subject::parse(&msg.subject) {
+                Some(subjects::Subject::Work { task_id, .. }) => format!("task {task_id}"),
+                _ => "task".to_owned(),
+            };
+            swarm_runtime::trace::processing(
+                &span,
+                &name,
+                "consumer",
+                &msg.subject,
+                &ctx.consumer,
+                msg.headers.as_ref(),
+            );
+        }
         running.spawn(
             async move {
                 // Boxed: a task's future holds the whole agent loop (tens of

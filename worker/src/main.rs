@@ -114,5 +114,5 @@ async fn main() -> anyhow::Result<()> {
         |name| std::env::var(swarm_worker::mcp::token_var(name)).ok(),
     )?;
     config.mcp.call_timeout = Duration::from_secs(cli.mcp_timeout.max(1));
-    swarm_worker::run(config, swarm_runtime::shutdown::signal()).await
+    swarm_runtime::finish_role(swarm_worker::run(config, swarm_runtime::shutdown::signal()).await)
 }

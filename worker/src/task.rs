@@ -35,6 +35,14 @@ pub(crate) async fn work(
     let started_at = Utc::now();
     let mut in_flight = InFlight::start();
     info!(swarm_id = %env.swarm_id, task_id = %a.task_id, attempt = a.attempt, revision = a.revision, "task started");
+    if swarm_runtime::trace::enabled() {
+        let span = tracing::Span::current();
+        span.record("swarm.id", env.swarm_id.as_str());
+        span.record("swarm.task_id", a.task_id.as_str());
+        span.record("swarm.attempt", i64::from(a.attempt));
+        span.record("swarm.revision", i64::from(a.revision));
+        span.record("swarm.delivered", delivered);
+    }
     let mut cancel = ctx.cancel_flag(&env.swarm_id);
     let cancelled = *cancel.borrow();
     let ran = match decide::start(a, cancelled, Utc::now()) {
@@ -74,6 +82,9 @@ pub(crate) async fn work(
         completed_at,
     );
     let (status, bytes) = (submission.status, submission.result.len());
+    if swarm_runtime::trace::enabled() {
+        tracing::Span::current().record("swarm.status", tracing::field::debug(status));
+    }
     let last_update = decide::last_update(&submission, announced);
     outbox::hand_over(ctx, env, submission, ack_subject)
         .await

@@ -9,6 +9,7 @@
 use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
+use tracing::Instrument as _;
 
 use super::http::JsonClient;
 use super::pricing::PriceTable;
@@ -226,11 +227,19 @@ impl Provider for AnthropicProvider {
         &self,
         request: CompletionRequest,
     ) -> Result<CompletionResponse, ProviderError> {
-        let reply = self
-            .http
-            .post(&self.url, &self.headers, &self.body(&request))
-            .await?;
-        parse_response(&reply)
+        let span = super::chat_span("anthropic", &self.model);
+        let result = async {
+            let reply = self
+                .http
+                .post(&self.url, &self.headers, &self.body(&request))
+                .await?;
+            super::record_response_model(&reply);
+            parse_response(&reply)
+        }
+        .instrument(span.clone())
+        .await;
+        super::record_outcome(&span, &result, |usage| self.cost_usd(usage));
+        result
     }
 
     fn cost_usd(&self, usage: Usage) -> f64 {

@@ -43,6 +43,78 @@ pub(crate) fn offered_schema(schema: &serde_json::Value) -> serde_json::Value {
     schema
 }
 
+/// The span of one model call, after OpenTelemetry's GenAI semantic
+/// conventions (`chat {model}`, a client span). Of the target that only
+/// traces enable (`swarm_runtime::trace::TARGET`, written out here, since
+/// this crate does without the runtime): without an OTLP endpoint it is
+/// never made.
+pub(crate) fn chat_span(provider: &'static str, model: &str) -> tracing::Span {
+    use tracing::field::Empty;
+    tracing::info_span!(
+        target: "swarm_otel",
+        "chat",
+        otel.name = format!("chat {model}"),
+        otel.kind = "client",
+        otel.status_code = Empty,
+        otel.status_description = Empty,
+        gen_ai.operation.name = "chat",
+        gen_ai.provider.name = provider,
+        gen_ai.system = provider,
+        gen_ai.request.model = model,
+        gen_ai.response.model = Empty,
+        gen_ai.response.finish_reasons = Empty,
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        swarm.cost_usd = Empty,
+        error.type = Empty,
+    )
+}
+
+/// Records on the current model call's span the model that answered, as
+/// the reply names it.
+pub(crate) fn record_response_model(reply: &serde_json::Value) {
+    if let Some(model) = reply.get("model").and_then(serde_json::Value::as_str) {
+        tracing::Span::current().record("gen_ai.response.model", model);
+    }
+}
+
+/// Records a model call's tokens and cost, or its error, on its span.
+pub(crate) fn record_outcome(
+    span: &tracing::Span,
+    result: &Result<CompletionResponse, ProviderError>,
+    cost_usd: impl FnOnce(Usage) -> f64,
+) {
+    if span.is_disabled() {
+        return;
+    }
+    match result {
+        Ok(r) => {
+            // As i64: OpenTelemetry has no unsigned integers (a u64 would
+            // be exported as text).
+            let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            span.record("gen_ai.usage.input_tokens", tokens(r.usage.input_tokens));
+            span.record("gen_ai.usage.output_tokens", tokens(r.usage.output_tokens));
+            span.record("swarm.cost_usd", cost_usd(r.usage));
+            if let Some(reason) = &r.finish_reason {
+                span.record("gen_ai.response.finish_reasons", reason.as_str());
+            }
+        }
+        Err(e) => {
+            let kind = match e {
+                ProviderError::Transport(_) => "transport",
+                ProviderError::Timeout(_) => "timeout",
+                ProviderError::RateLimited { .. } => "rate_limited",
+                ProviderError::Server(_) => "server",
+                ProviderError::InvalidResponse(_) => "invalid_response",
+                ProviderError::Refused(_) => "refused",
+            };
+            span.record("otel.status_code", "ERROR");
+            span.record("error.type", kind);
+            span.record("otel.status_description", e.to_string());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

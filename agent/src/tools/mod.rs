@@ -17,6 +17,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use tracing::Instrument as _;
 
 pub mod approval;
 pub mod args;
@@ -325,8 +326,48 @@ impl ToolRegistry {
 
     /// Calls the tool with this name for the swarm and task in `ctx`. A
     /// destructive tool is put to the approver first; a denial is
-    /// [`ToolError::Refused`] with the approver's reason.
+    /// [`ToolError::Refused`] with the approver's reason. The call is a
+    /// span `execute_tool {name}` (GenAI semantic conventions) when traces
+    /// are exported (target `swarm_otel`, see [`crate::provider`]).
     pub async fn call_in(
+        &self,
+        ctx: &ToolContext,
+        name: &str,
+        arguments: serde_json::Value,
+    ) -> Result<String, ToolError> {
+        let span = tracing::info_span!(
+            target: "swarm_otel",
+            "execute_tool",
+            otel.name = format!("execute_tool {name}"),
+            otel.kind = "internal",
+            otel.status_code = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty,
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = name,
+            gen_ai.tool.type = "function",
+            error.type = tracing::field::Empty,
+        );
+        let result = self
+            .call_unseen(ctx, name, arguments)
+            .instrument(span.clone())
+            .await;
+        if let Err(e) = &result
+            && !span.is_disabled()
+        {
+            span.record("otel.status_code", "ERROR");
+            let kind = match e {
+                ToolError::InvalidArguments(_) => "invalid_arguments",
+                ToolError::Refused(_) => "refused",
+                ToolError::Failed(_) => "failed",
+                ToolError::UnknownTool(_) => "unknown_tool",
+            };
+            span.record("error.type", kind);
+            span.record("otel.status_description", e.to_string());
+        }
+        result
+    }
+
+    async fn call_unseen(
         &self,
         ctx: &ToolContext,
         name: &str,

@@ -20,9 +20,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use async_nats::jetstream::{self, AckKind};
 use chrono::Utc;
+use swarm_runtime::trace;
 use swarm_runtime::wire;
 use tokio::sync::mpsc;
-use tracing::{debug, warn};
+use tracing::{Instrument as _, debug, warn};
 
 use super::outbox::{self, Results};
 use super::{Ctx, consumer, deadlines, review, store};
@@ -47,6 +48,9 @@ struct Swarm {
     inbox: HashMap<EventId, jetstream::Message>,
     results: Results,
     next_id: EventId,
+    /// The span context of the last batch, for the work no event carries
+    /// (a deferred write's assignments), so that it stays in the trace.
+    cause: Option<trace::Cause>,
 }
 
 /// Runs a swarm's actor until it ends; returns the swarm's id.
@@ -65,6 +69,7 @@ pub(super) async fn run(
         inbox: HashMap::new(),
         results: Results::default(),
         next_id: 0,
+        cause: None,
     };
     loop {
         // An actor idle for a while ends (after what is still queued), so a
@@ -76,11 +81,19 @@ pub(super) async fn run(
         let first = match tokio::time::timeout(wait, rx.recv()).await {
             Ok(Some(m)) => m,
             Ok(None) => {
-                swarm.drive(&ctx, &mut rx, Input::Flush).await;
+                let span = swarm.flush_span();
+                swarm
+                    .drive(&ctx, &mut rx, Input::Flush)
+                    .instrument(span)
+                    .await;
                 break;
             }
             Err(_) if swarm.driver.wake_at().is_some() => {
-                swarm.drive(&ctx, &mut rx, Input::Flush).await;
+                let span = swarm.flush_span();
+                swarm
+                    .drive(&ctx, &mut rx, Input::Flush)
+                    .instrument(span)
+                    .await;
                 continue;
             }
             Err(_) => {
@@ -90,16 +103,19 @@ pub(super) async fn run(
         };
         // Whatever queued up while the last batch was being stored goes into
         // this one: a fan-in of many results costs one state write, not many.
-        let mut events = vec![swarm.admit(first)];
-        while events.len() < MAX_BATCH {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
             match rx.try_recv() {
-                Ok(m) => events.push(swarm.admit(m)),
+                Ok(m) => batch.push(m),
                 Err(_) => break,
             }
         }
+        let span = swarm.batch_span(&batch);
+        let events = batch.into_iter().map(|m| swarm.admit(m)).collect();
         let epoch = ctx.pin_epoch.load(Ordering::SeqCst);
         swarm
             .drive(&ctx, &mut rx, Input::Batch { epoch, events })
+            .instrument(span)
             .await;
     }
     swarm.swarm_id
@@ -117,6 +133,50 @@ fn failure(e: anyhow::Error) -> String {
 }
 
 impl Swarm {
+    /// The span of one batch: a child of the first event's sender that
+    /// carries a trace, linked to the others' (docs/decisions.md, "One
+    /// trace per mission"); for a batch with none (an expiry, a cancel by
+    /// hand), the swarm's last batch's or its mission's trace.
+    fn batch_span(&mut self, batch: &[jetstream::Message]) -> tracing::Span {
+        if !trace::enabled() {
+            return tracing::Span::none();
+        }
+        let (span, followed) = trace::process_batch(
+            "apply events",
+            swarm_common::subjects::MANAGER_CONSUMER,
+            batch
+                .iter()
+                .map(|m| (m.subject.as_str(), m.headers.as_ref())),
+        );
+        if !followed && let Some(cause) = self.fallback_cause() {
+            cause.parent(&span);
+        }
+        span.record("swarm.id", self.swarm_id.as_str());
+        self.cause = trace::Cause::of(&span);
+        span
+    }
+
+    /// The span of a deferred write, made when its time is up.
+    fn flush_span(&self) -> tracing::Span {
+        let span = swarm_runtime::otel_span!(
+            "flush",
+            otel.name = "write state",
+            swarm.id = %self.swarm_id,
+        );
+        if let Some(cause) = self.fallback_cause() {
+            cause.parent(&span);
+        }
+        span
+    }
+
+    /// Where spans no event caused belong.
+    fn fallback_cause(&self) -> Option<trace::Cause> {
+        self.cause.clone().or_else(|| {
+            let id = self.driver.state()?.trace_id.as_deref()?;
+            trace::Cause::in_trace(id)
+        })
+    }
+
     /// Takes an event in: the driver knows it by its id from now on.
     fn admit(&mut self, msg: jetstream::Message) -> Arrival {
         let id = self.next_id;
@@ -351,6 +411,13 @@ async fn execute(
         ),
         Request::Report => Input::Reported(match driver.state() {
             Some(state) => outbox::publish_report(ctx, state, results)
+                .instrument(swarm_runtime::otel_span!(
+                    "report",
+                    otel.name = "report",
+                    otel.kind = "producer",
+                    swarm.id = %swarm_id,
+                    swarm.status = ?state.status,
+                ))
                 .await
                 .map_err(failure),
             None => Ok(()),

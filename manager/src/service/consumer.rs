@@ -100,10 +100,13 @@ pub(super) async fn route(
             .await;
         return;
     }
+    // The actor's span, when exported, belongs to the trace of the event
+    // that started it (its batches have parents of their own).
+    let span = info_span!("swarm", swarm_id = %swarm_id);
+    swarm_runtime::trace::follow(&span, msg.headers.as_ref());
     let (tx, rx) = mpsc::unbounded_channel();
     let _ = tx.send(msg);
     actors.insert(swarm_id.clone(), tx);
-    let span = info_span!("swarm", swarm_id = %swarm_id);
     running.spawn(actor::run(ctx.clone(), swarm_id, rx).instrument(span));
 }
 

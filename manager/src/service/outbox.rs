@@ -13,7 +13,7 @@ use async_nats::jetstream::{self, context::PublishAckFuture};
 use chrono::Utc;
 use swarm_common::{Control, Envelope, ErrorBody, ErrorMessage, FinalReport, subjects};
 use swarm_runtime::wire;
-use tracing::{info, warn};
+use tracing::{Instrument as _, info, warn};
 
 use super::Ctx;
 use crate::driver::{Assignment, Posted};
@@ -86,7 +86,12 @@ pub(super) async fn queue(
             tokio::task::yield_now().await;
         }
         let (subject, env, msg_id) = envelope(ctx, swarm_id, results, assign);
-        acks.push(wire::send(&ctx.infra.js, subject, &env, Some(&msg_id)).await?);
+        let span = attempt_span(&subject, &env.body);
+        acks.push(
+            wire::send(&ctx.infra.js, subject, &env, Some(&msg_id))
+                .instrument(span)
+                .await?,
+        );
         // The connection lets only so many publishes wait for their acks
         // (5,000 by default) and the next one blocks until one is taken: a
         // wider fan-out waits for its acks a window at a time.
@@ -113,11 +118,29 @@ pub(super) async fn post(
             tokio::task::yield_now().await;
         }
         let (subject, env, msg_id) = envelope(ctx, swarm_id, results, assign);
-        let message = wire::Posted::new(subject, &env, &msg_id)?;
+        let span = attempt_span(&subject, &env.body);
+        let message = span.in_scope(|| wire::Posted::new(subject, &env, &msg_id))?;
         message.send(&ctx.infra.js).await?;
         posted.push((msg_id, message));
     }
     Ok(posted)
+}
+
+/// The span of a task's attempt (and revision) on the manager's side: the
+/// assignment's publish, whose context the assignment carries, so that the
+/// worker's attempt is its child.
+fn attempt_span(subject: &str, a: &swarm_common::TaskAssignment) -> tracing::Span {
+    swarm_runtime::otel_span!(
+        "attempt",
+        otel.name = format!("task {}", a.task_id),
+        otel.kind = "producer",
+        messaging.system = swarm_runtime::trace::MESSAGING_SYSTEM,
+        messaging.operation.type = "publish",
+        messaging.destination.name = subject,
+        swarm.task_id = %a.task_id,
+        swarm.attempt = i64::from(a.attempt),
+        swarm.revision = i64::from(a.revision),
+    )
 }
 
 /// Makes sure every posted assignment is stored: each is sent again asking

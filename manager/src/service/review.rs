@@ -18,7 +18,7 @@ use swarm_agent::review::{
 use swarm_common::replan::{self, Replan};
 use swarm_common::{Envelope, GateVerdict, ResultSubmission, TaskStatus, subjects};
 use swarm_runtime::wire;
-use tracing::{info, warn};
+use tracing::{Instrument as _, info, warn};
 
 use super::Ctx;
 use crate::index::Indexed;
@@ -44,7 +44,16 @@ pub(super) async fn review<'a>(
             continue;
         }
         if submission.status == swarm_common::TaskStatus::Completed {
-            check(ctx, state, task, submission, review).await;
+            let span = swarm_runtime::otel_span!(
+                "review",
+                otel.name = format!("review {}", submission.task_id),
+                swarm.task_id = %submission.task_id,
+                swarm.attempt = i64::from(submission.attempt),
+                swarm.revision = i64::from(submission.revision),
+            );
+            check(ctx, state, task, submission, review)
+                .instrument(span)
+                .await;
         }
         *replan = replan_if_failing(ctx, state, seq, submission, review).await;
     }
