@@ -281,9 +281,22 @@ const TL_LANE_H: f64 = 20.0;
 const TL_ROW_GAP: f64 = 8.0;
 const TL_AXIS_H: f64 = 22.0;
 
-/// A span of seconds in a few characters: `850 ms`, `12.4 s`, `3 min 5 s`.
+/// A span of seconds in a few characters: `0.4 ms`, `850 ms`, `12.4 s`,
+/// `3 min 5 s`. Under 10 ms it keeps a tenth, and a span too short for that
+/// reads `<0.1 ms`, so a quick attempt never reads as taking no time.
 fn short_duration(secs: f64) -> String {
-    if secs < 1.0 {
+    if secs <= 0.0 {
+        "0 ms".to_owned()
+    } else if secs < 0.000_05 {
+        "<0.1 ms".to_owned()
+    } else if secs < 0.009_95 {
+        let tenths = (secs * 10_000.0).round() as u32;
+        if tenths % 10 == 0 {
+            format!("{} ms", tenths / 10)
+        } else {
+            format!("{}.{} ms", tenths / 10, tenths % 10)
+        }
+    } else if secs < 1.0 {
         format!("{:.0} ms", secs * 1000.0)
     } else if secs < 60.0 {
         format!("{secs:.1} s")
@@ -402,6 +415,19 @@ mod tests {
 
     fn deps(ids: &[&str]) -> Vec<String> {
         ids.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn short_spans_never_read_as_nothing() {
+        assert_eq!(short_duration(0.0), "0 ms");
+        assert_eq!(short_duration(0.000_01), "<0.1 ms");
+        assert_eq!(short_duration(0.000_4), "0.4 ms");
+        assert_eq!(short_duration(0.002_7), "2.7 ms");
+        assert_eq!(short_duration(0.001), "1 ms");
+        assert_eq!(short_duration(0.012), "12 ms");
+        assert_eq!(short_duration(0.85), "850 ms");
+        assert_eq!(short_duration(12.44), "12.4 s");
+        assert_eq!(short_duration(185.0), "3 min 5 s");
     }
 
     #[test]

@@ -591,16 +591,11 @@ pub(crate) fn status_of(view: &crate::mapping::SwarmView) -> SwarmStatus {
 
 /// The mission's trace id, where the swarm recorded one.
 fn trace_id_of(view: &crate::mapping::SwarmView) -> String {
-    let from_state = view
-        .state
+    view.state
         .as_ref()
-        .and_then(|s| serde_json::to_value(s).ok())
-        .and_then(|v| {
-            v.get("trace_id")
-                .and_then(|t| t.as_str())
-                .map(str::to_owned)
-        });
-    from_state.unwrap_or_default()
+        .and_then(|s| s.trace_id.clone())
+        .or_else(|| view.report.as_ref().and_then(|r| r.trace_id.clone()))
+        .unwrap_or_default()
 }
 
 fn waiting_of(view: &crate::mapping::SwarmView) -> Waiting {
