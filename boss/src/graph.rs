@@ -291,7 +291,7 @@ fn short_duration(secs: f64) -> String {
         "<0.1 ms".to_owned()
     } else if secs < 0.009_95 {
         let tenths = (secs * 10_000.0).round() as u32;
-        if tenths % 10 == 0 {
+        if tenths.is_multiple_of(10) {
             format!("{} ms", tenths / 10)
         } else {
             format!("{}.{} ms", tenths / 10, tenths % 10)
