@@ -552,6 +552,28 @@ struct Script {
 struct Shared {
     script: Mutex<Script>,
     ids: AtomicU64,
+    /// Requests being answered now, and the most there were at once.
+    in_flight: AtomicU64,
+    peak_in_flight: AtomicU64,
+    /// Each reply's status and when it was sent.
+    answered: Mutex<Vec<(u16, Instant)>>,
+}
+
+/// Counts a request in flight while it lives.
+struct InFlight<'a>(&'a Shared);
+
+impl<'a> InFlight<'a> {
+    fn enter(shared: &'a Shared) -> InFlight<'a> {
+        let now = shared.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        shared.peak_in_flight.fetch_max(now, Ordering::SeqCst);
+        InFlight(shared)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A scripted LLM server on `127.0.0.1`; it stops when dropped.
@@ -585,6 +607,9 @@ impl MockLlm {
                 requests: Vec::new(),
             }),
             ids: AtomicU64::new(1),
+            in_flight: AtomicU64::new(0),
+            peak_in_flight: AtomicU64::new(0),
+            answered: Mutex::new(Vec::new()),
         });
         let state = shared.clone();
         let app = axum::Router::new().fallback(
@@ -614,6 +639,20 @@ impl MockLlm {
         let llm = MockLlm::start().await;
         llm.add(Rule::new("script", Match::new()).replies(replies));
         llm
+    }
+
+    /// The most requests that were being answered at once.
+    pub fn peak_in_flight(&self) -> u64 {
+        self.shared.peak_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Each reply's status and when it was sent, in order.
+    pub fn answered(&self) -> Vec<(u16, Instant)> {
+        self.shared
+            .answered
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -812,7 +851,8 @@ async fn answer(
 }
 
 async fn respond(shared: &Shared, request: &Recorded, mut reply: Reply) -> Response {
-    loop {
+    let _counted = InFlight::enter(shared);
+    let response = loop {
         match reply {
             Reply::Delayed(delay, inner) => {
                 tokio::time::sleep(delay).await;
@@ -821,7 +861,13 @@ async fn respond(shared: &Shared, request: &Recorded, mut reply: Reply) -> Respo
             Reply::Hang => std::future::pending::<()>().await,
             other => break render(shared, request, other),
         }
-    }
+    };
+    shared
+        .answered
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .push((response.status().as_u16(), Instant::now()));
+    response
 }
 
 fn render(shared: &Shared, request: &Recorded, reply: Reply) -> Response {

@@ -75,6 +75,17 @@ impl AnthropicProvider {
         })
     }
 
+    /// This provider with every HTTP attempt going through `limiter`'s
+    /// shared limits of its endpoint (its URL and model).
+    pub fn with_limiter(
+        mut self,
+        limiter: std::sync::Arc<dyn super::limit::CallLimiter>,
+    ) -> AnthropicProvider {
+        let endpoint = super::limit::Endpoint::new(self.url.clone(), self.model.clone());
+        self.http = self.http.limited(limiter, endpoint);
+        self
+    }
+
     /// The request body for `request`. System messages become `system`;
     /// consecutive messages of one side are merged into one message of
     /// several blocks, as the API wants user and assistant turns to alternate.

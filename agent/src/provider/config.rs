@@ -229,6 +229,16 @@ impl ProviderConfig {
     /// Builds the provider. A remote provider without the key it needs, or
     /// with a base URL that is not http(s), is a [`ConfigError`].
     pub fn build(&self) -> Result<Arc<dyn Provider>, ConfigError> {
+        self.build_limited(None)
+    }
+
+    /// [`build`](Self::build), with the HTTP providers' every attempt going
+    /// through `limiter`'s shared limits when one is given (the offline
+    /// provider has none).
+    pub fn build_limited(
+        &self,
+        limiter: Option<Arc<dyn super::limit::CallLimiter>>,
+    ) -> Result<Arc<dyn Provider>, ConfigError> {
         if let Some(url) = &self.base_url
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
@@ -251,7 +261,11 @@ impl ProviderConfig {
                             .into(),
                     ));
                 }
-                Arc::new(OpenAiProvider::new(self).map_err(|e| ConfigError(e.to_string()))?)
+                let p = OpenAiProvider::new(self).map_err(|e| ConfigError(e.to_string()))?;
+                match limiter {
+                    Some(l) => Arc::new(p.with_limiter(l)),
+                    None => Arc::new(p),
+                }
             }
             ProviderKind::Anthropic => {
                 if self.api_key.is_none() {
@@ -259,7 +273,11 @@ impl ProviderConfig {
                         "the anthropic provider needs ANTHROPIC_API_KEY".into(),
                     ));
                 }
-                Arc::new(AnthropicProvider::new(self).map_err(|e| ConfigError(e.to_string()))?)
+                let p = AnthropicProvider::new(self).map_err(|e| ConfigError(e.to_string()))?;
+                match limiter {
+                    Some(l) => Arc::new(p.with_limiter(l)),
+                    None => Arc::new(p),
+                }
             }
         };
         Ok(provider)

@@ -1,19 +1,23 @@
 //! The HTTP plumbing the remote providers share: one JSON POST with a
 //! timeout, retried on 429 and 5xx with exponential backoff and jitter, a
 //! `Retry-After` (seconds or an HTTP date) taking the place of the backoff's
-//! delay when the server gives one.
+//! delay when the server gives one. With a [`CallLimiter`], each attempt
+//! waits for the endpoint's shared limits first and tells them what the
+//! reply said after.
 //!
 //! **Invariant:** every call ends, with a value or a [`ProviderError`]: each
 //! attempt is bounded by the timeout, the number of attempts by
 //! `max_retries`, and each wait by [`MAX_RETRY_AFTER`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
 use reqwest::StatusCode;
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
 
 use super::ProviderError;
+use super::limit::{self, CallLimiter, Endpoint, Observed, RateHeaders};
 
 /// A `Retry-After` longer than this is cut to it, so a provider cannot park a
 /// worker for an hour.
@@ -32,6 +36,8 @@ pub(crate) struct JsonClient {
     timeout: Duration,
     max_retries: u32,
     min_backoff: Duration,
+    /// The shared limits every attempt goes through, and its endpoint.
+    limiter: Option<(Arc<dyn CallLimiter>, Endpoint)>,
 }
 
 /// One failed attempt: the error and the wait the server asked for.
@@ -64,7 +70,19 @@ impl JsonClient {
             timeout,
             max_retries,
             min_backoff,
+            limiter: None,
         })
+    }
+
+    /// This client with every attempt going through `limiter`'s limits of
+    /// `endpoint`.
+    pub(crate) fn limited(
+        mut self,
+        limiter: Arc<dyn CallLimiter>,
+        endpoint: Endpoint,
+    ) -> JsonClient {
+        self.limiter = Some((limiter, endpoint));
+        self
     }
 
     fn policy(&self) -> ExponentialBuilder {
@@ -83,7 +101,11 @@ impl JsonClient {
         headers: &HeaderMap,
         body: &serde_json::Value,
     ) -> Result<serde_json::Value, ProviderError> {
-        let once = || self.post_once(url, headers, body);
+        let bytes = serde_json::to_vec(body)
+            .map_err(|e| ProviderError::InvalidResponse(format!("the request is not JSON: {e}")))?;
+        let tokens = limit::estimate_tokens(body, bytes.len());
+        let bytes = bytes::Bytes::from(bytes);
+        let once = || self.post_limited(url, headers, bytes.clone(), tokens);
         once.retry(self.policy())
             .when(|a: &Attempt| a.error.retriable())
             // The server's wait replaces the backoff's, but only while the
@@ -96,41 +118,76 @@ impl JsonClient {
             .map_err(|a| a.error)
     }
 
+    /// One attempt, through the shared limits when there are any.
+    async fn post_limited(
+        &self,
+        url: &str,
+        headers: &HeaderMap,
+        body: bytes::Bytes,
+        tokens: u64,
+    ) -> Result<serde_json::Value, Attempt> {
+        let Some((limiter, endpoint)) = &self.limiter else {
+            return self.post_once(url, headers, body).await.0;
+        };
+        let ticket = limiter
+            .acquire(endpoint, tokens)
+            .await
+            .map_err(|error| Attempt {
+                error,
+                retry_after: None,
+            })?;
+        limit::add_waited(ticket.waited);
+        let (result, observed) = self.post_once(url, headers, body).await;
+        limiter.settle(endpoint, ticket, observed).await;
+        result
+    }
+
     async fn post_once(
         &self,
         url: &str,
         headers: &HeaderMap,
-        body: &serde_json::Value,
-    ) -> Result<serde_json::Value, Attempt> {
+        body: bytes::Bytes,
+    ) -> (Result<serde_json::Value, Attempt>, Observed) {
         let fail = |error| Attempt {
             error,
             retry_after: None,
         };
-        let response = self
+        let mut observed = Observed::default();
+        let response = match self
             .client
             .post(url)
             .headers(headers.clone())
-            .json(body)
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .body(body)
             .send()
             .await
-            .map_err(|e| fail(self.transport(e)))?;
+        {
+            Ok(r) => r,
+            Err(e) => return (Err(fail(self.transport(e))), observed),
+        };
         let status = response.status();
         let retry_after = retry_after(response.headers());
-        let bytes = read_capped(response)
-            .await
-            .map_err(|e| fail(self.transport_or(e)))?;
+        observed.status = Some(status.as_u16());
+        observed.retry_after = retry_after;
+        observed.headers = RateHeaders::read(response.headers(), chrono::Utc::now());
+        let bytes = match read_capped(response).await {
+            Ok(b) => b,
+            Err(e) => return (Err(fail(self.transport_or(e))), observed),
+        };
         if !status.is_success() {
-            return Err(Attempt {
-                error: status_error(status, retry_after, &bytes),
-                retry_after,
-            });
+            let error = status_error(status, retry_after, &bytes);
+            return (Err(Attempt { error, retry_after }), observed);
         }
-        serde_json::from_slice(&bytes).map_err(|e| {
+        let result = serde_json::from_slice::<serde_json::Value>(&bytes).map_err(|e| {
             fail(ProviderError::InvalidResponse(format!(
                 "the reply is not JSON ({e}); it starts {:?}",
                 quote(&bytes)
             )))
-        })
+        });
+        if let Ok(reply) = &result {
+            observed.tokens = limit::used_tokens(reply);
+        }
+        (result, observed)
     }
 
     fn transport(&self, e: reqwest::Error) -> ProviderError {

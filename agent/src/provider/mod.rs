@@ -1,13 +1,15 @@
 //! The model backends: the [`OpenAiProvider`] and [`AnthropicProvider`]
 //! that speak those wire formats over HTTP, the prices of their models, and
 //! [`ProviderConfig`], which picks a backend from flags or the environment
-//! (or the offline provider of [`crate::offline`], which needs neither).
+//! (or the offline provider of [`crate::offline`], which needs neither), and
+//! the [`limit`]s that every caller of one endpoint shares.
 //! The [`Provider`] trait they implement, and the conversation it carries,
 //! are [`crate::chat`]'s, re-exported here.
 
 pub mod anthropic;
 pub mod config;
 mod http;
+pub mod limit;
 pub mod openai;
 pub mod pricing;
 

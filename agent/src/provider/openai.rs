@@ -69,6 +69,17 @@ impl OpenAiProvider {
         })
     }
 
+    /// This provider with every HTTP attempt going through `limiter`'s
+    /// shared limits of its endpoint (its URL and model).
+    pub fn with_limiter(
+        mut self,
+        limiter: std::sync::Arc<dyn super::limit::CallLimiter>,
+    ) -> OpenAiProvider {
+        let endpoint = super::limit::Endpoint::new(self.url.clone(), self.model.clone());
+        self.http = self.http.limited(limiter, endpoint);
+        self
+    }
+
     /// The request body for `request`.
     pub fn body(&self, request: &CompletionRequest) -> Value {
         let messages: Vec<Value> = request.messages.iter().map(message).collect();
