@@ -252,6 +252,12 @@ pub enum AgentEvent {
     },
     /// A gate judged an answer.
     Gate(GateVerdict),
+    /// A model call waits for the limits the swarm's workers share
+    /// ([`crate::provider::limit`]): why, and for about how long.
+    Waiting {
+        /// The wait, as told to a person.
+        message: String,
+    },
 }
 
 /// Everything a run produced: the outcome and what the outcome's fields do

@@ -643,6 +643,7 @@ const KNOWN_METRICS: &[(&str, &str, Unit)] = &[
     ("input_tokens", "Input tokens", Unit::Count),
     ("output_tokens", "Output tokens", Unit::Count),
     ("cost_usd", "Cost (USD)", Unit::Usd),
+    ("model_wait_ms", "Waiting for model limits", Unit::Millis),
     ("result_bytes_total", "Result size", Unit::Bytes),
     ("result_bytes", "Result size", Unit::Bytes),
 ];

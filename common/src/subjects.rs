@@ -77,6 +77,9 @@ pub const AGENTS_BUCKET: &str = "agents";
 /// KV bucket of the A2A gateway's push notification configs, one key per
 /// swarm id (the A2A task id).
 pub const PUSH_BUCKET: &str = "a2a-push";
+/// KV bucket of the model limits the workers share, one key per provider
+/// endpoint and model (16 hex digits of the SHA-256 of both).
+pub const MODEL_LIMITS_BUCKET: &str = "model-limits";
 
 /// Durable consumer the boss replicas share to plan accepted missions.
 pub const PLANNER_CONSUMER: &str = "boss-planner";

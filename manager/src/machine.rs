@@ -747,10 +747,11 @@ fn spend_replan(state: &mut SwarmState) {
 }
 
 /// Adds what models cost, as an event reports it (`input_tokens`,
-/// `output_tokens`, `cost_usd`), to the swarm's totals; a value that is not
-/// a positive number is ignored.
+/// `output_tokens`, `cost_usd`, and `model_wait_ms`, the time its calls
+/// waited for the shared model limits), to the swarm's totals; a value that
+/// is not a positive number is ignored.
 fn add_usage(state: &mut SwarmState, metrics: &std::collections::BTreeMap<String, f64>) {
-    for key in ["input_tokens", "output_tokens", "cost_usd"] {
+    for key in ["input_tokens", "output_tokens", "cost_usd", "model_wait_ms"] {
         if let Some(v) = metrics.get(key).filter(|v| v.is_finite() && **v > 0.0) {
             *state.metrics.entry(key.to_string()).or_insert(0.0) += v;
         }

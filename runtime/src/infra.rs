@@ -50,6 +50,8 @@ pub struct Infra {
     pub pushes: kv::Store,
     /// The running replicas' agent cards.
     pub agents: kv::Store,
+    /// The model limits the workers share.
+    pub model_limits: kv::Store,
 }
 
 fn setup_err(what: &str, e: impl Into<crate::Cause>) -> RuntimeError {
@@ -68,6 +70,7 @@ const GIB: i64 = 1 << 30;
 /// | the step journal | `SWARM_JOURNAL_DAYS` | 7 days |
 /// | approval requests and questions, A2A push notification configs | `SWARM_REQUESTS_DAYS` | 30 days |
 /// | agent cards (refreshed while their replicas run) | none | 30 seconds |
+/// | the model limits of an endpoint no worker called | none | 1 day |
 /// | agent memory (shared notes outlive missions) | `SWARM_MEMORY_DAYS` | 90 days |
 /// | dead letters, the missions stream | `SWARM_RETENTION_DAYS` | 30 days |
 /// | bytes of the A2AP stream (the oldest messages go first) | `SWARM_A2AP_MAX_GB` | the server's store limit |
@@ -335,7 +338,7 @@ impl Infra {
     pub async fn open(client: &Client, replicas: usize) -> Result<Infra, RuntimeError> {
         let keep = Retention::from_env();
         crate::retry::retry(
-            || Infra::ensure_once(client, replicas, &keep, Mode::Open),
+            || Box::pin(Infra::ensure_once(client, replicas, &keep, Mode::Open)),
             |e| matches!(e, RuntimeError::Setup { .. } | RuntimeError::NoJetStream(_)),
         )
         .await
@@ -350,7 +353,8 @@ impl Infra {
         // A cluster that is still forming (or electing leaders) answers
         // setup requests with timeouts for a while: retry those.
         crate::retry::retry(
-            || Infra::ensure_once(client, replicas, keep, Mode::Setup),
+            // Boxed: the setup's future is large, and a test thread's stack small.
+            || Box::pin(Infra::ensure_once(client, replicas, keep, Mode::Setup)),
             |e| matches!(e, RuntimeError::Setup { .. } | RuntimeError::NoJetStream(_)),
         )
         .await
@@ -461,6 +465,21 @@ impl Infra {
             mode,
         )
         .await?;
+        // The limits of an endpoint unused for a day are forgotten (the
+        // provider's headers teach them again); a value is a few KiB.
+        let model_limits = ensure_kv(
+            &js,
+            kv::Config {
+                max_value_size: 256 * 1024,
+                ..bucket(
+                    subjects::MODEL_LIMITS_BUCKET,
+                    "Model limits the workers share, by endpoint and model",
+                    DAY,
+                )
+            },
+            mode,
+        )
+        .await?;
         let reports = match js.get_object_store(subjects::REPORTS_BUCKET).await {
             Ok(store) => store,
             Err(_) => {
@@ -493,6 +512,7 @@ impl Infra {
             inputs,
             pushes,
             agents,
+            model_limits,
         })
     }
 

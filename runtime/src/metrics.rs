@@ -14,6 +14,9 @@
 //! | `swarm_takeovers_total` | counter | `kind` | work taken over from another (dead or slow) replica |
 //! | `swarm_llm_tokens_total` | counter | `provider`, `kind` | LLM tokens, `kind` is `prompt` or `completion` |
 //! | `swarm_control_dropped_total` | counter | | control messages for swarms that were never deployed, dropped by a manager |
+//! | `swarm_model_limit_wait_seconds` | histogram | `reason` | model calls that waited for the shared model limits, and how long, by what they waited for last: `paused`, `concurrency`, `requests`, `tokens` |
+//! | `swarm_model_pauses_total` | counter | | `429`/`529` replies that paused every worker of an endpoint |
+//! | `swarm_model_limits_unavailable_total` | counter | | model calls that went without the limits because their store could not be reached |
 //! | `swarm_build_info` | gauge | `version` | always 1 |
 //! | `process_*` | | | the process: CPU, memory, file descriptors, threads, start time ([`process`]) |
 //!
@@ -56,6 +59,12 @@ pub const TAKEOVERS_TOTAL: &str = "swarm_takeovers_total";
 pub const LLM_TOKENS_TOTAL: &str = "swarm_llm_tokens_total";
 /// Control messages for swarms that do not exist, dropped.
 pub const CONTROL_DROPPED_TOTAL: &str = "swarm_control_dropped_total";
+/// How long model calls waited for the shared limits, by reason.
+pub const MODEL_LIMIT_WAIT: &str = "swarm_model_limit_wait_seconds";
+/// Replies that paused every caller of an endpoint.
+pub const MODEL_PAUSES_TOTAL: &str = "swarm_model_pauses_total";
+/// Model calls that went without the limits (their store unreachable).
+pub const MODEL_LIMITS_UNAVAILABLE_TOTAL: &str = "swarm_model_limits_unavailable_total";
 /// Build information (always 1).
 pub const BUILD_INFO: &str = "swarm_build_info";
 
@@ -74,6 +83,9 @@ pub const EXPORTED: &[&str] = &[
     TAKEOVERS_TOTAL,
     LLM_TOKENS_TOTAL,
     CONTROL_DROPPED_TOTAL,
+    MODEL_LIMIT_WAIT,
+    MODEL_PAUSES_TOTAL,
+    MODEL_LIMITS_UNAVAILABLE_TOTAL,
     BUILD_INFO,
     process::CPU_SECONDS_TOTAL,
     process::RESIDENT_MEMORY_BYTES,
@@ -85,7 +97,7 @@ pub const EXPORTED: &[&str] = &[
 ];
 
 /// The metrics of [`EXPORTED`] that are histograms.
-pub const HISTOGRAMS: &[&str] = &[MISSION_DURATION, TASK_DURATION];
+pub const HISTOGRAMS: &[&str] = &[MISSION_DURATION, TASK_DURATION, MODEL_LIMIT_WAIT];
 
 /// Histogram buckets for task latency, in seconds: tools take milliseconds,
 /// LLM calls seconds to minutes.
@@ -95,6 +107,12 @@ const TASK_BUCKETS: &[f64] = &[
 /// Histogram buckets for mission latency, in seconds.
 const MISSION_BUCKETS: &[f64] = &[
     0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+];
+
+/// Histogram buckets for waits for the model limits, in seconds: a slot
+/// frees in milliseconds, a provider's pause lasts seconds to a minute.
+const WAIT_BUCKETS: &[f64] = &[
+    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
 
 /// The recorder's handle and the role it labels every series with.
@@ -119,8 +137,11 @@ pub fn install(role: &str) -> Option<PrometheusHandle> {
                         Matcher::Full(MISSION_DURATION.into()),
                         MISSION_BUCKETS,
                     )
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Full(MODEL_LIMIT_WAIT.into()), WAIT_BUCKETS)
                 });
-            // Both bucket lists are constant and non-empty, the only error case.
+            // The bucket lists are constant and non-empty, the only error case.
             let builder = builder.ok()?;
             let handle = builder.install_recorder().ok()?;
             describe();
@@ -182,6 +203,19 @@ fn describe() {
     describe_counter!(
         CONTROL_DROPPED_TOTAL,
         "Control messages for swarms that were never deployed, dropped"
+    );
+    describe_histogram!(
+        MODEL_LIMIT_WAIT,
+        Unit::Seconds,
+        "Time model calls waited for the shared model limits, by reason"
+    );
+    describe_counter!(
+        MODEL_PAUSES_TOTAL,
+        "Provider replies (429, 529) that paused every worker of an endpoint"
+    );
+    describe_counter!(
+        MODEL_LIMITS_UNAVAILABLE_TOTAL,
+        "Model calls that went without the shared limits (their store unreachable)"
     );
     describe_gauge!(BUILD_INFO, "Build information; always 1");
 }
@@ -249,6 +283,23 @@ pub fn llm_tokens(provider: &str, prompt: u64, completion: u64) {
         .increment(completion);
 }
 
+/// A model call waited `seconds` for the shared limits, last for `reason`
+/// (`paused`, `concurrency`, `requests`, `tokens`).
+pub fn model_limit_waited(reason: &'static str, seconds: f64) {
+    histogram!(MODEL_LIMIT_WAIT, "reason" => reason).record(seconds.max(0.0));
+}
+
+/// A provider's reply (`429`, `529`) paused every caller of its endpoint.
+pub fn model_paused() {
+    counter!(MODEL_PAUSES_TOTAL).increment(1);
+}
+
+/// A model call went without the shared limits: their store could not be
+/// reached.
+pub fn model_limits_unavailable() {
+    counter!(MODEL_LIMITS_UNAVAILABLE_TOTAL).increment(1);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,6 +329,9 @@ mod tests {
         takeover("task");
         llm_tokens("openai", 10, 5);
         dropped_control();
+        model_limit_waited("paused", 2.0);
+        model_paused();
+        model_limits_unavailable();
         let text = render();
         for needle in [
             "swarm_missions_refused_total{role=\"test\",code=\"invalid_mission\"} 1",
@@ -289,6 +343,9 @@ mod tests {
             "swarm_takeovers_total{role=\"test\",kind=\"task\"} 1",
             "swarm_llm_tokens_total{role=\"test\",provider=\"openai\",kind=\"prompt\"} 10",
             "swarm_control_dropped_total{role=\"test\"} 1",
+            "swarm_model_limit_wait_seconds_bucket{role=\"test\",reason=\"paused\",le=\"2.5\"} 1",
+            "swarm_model_pauses_total{role=\"test\"} 1",
+            "swarm_model_limits_unavailable_total{role=\"test\"} 1",
             "swarm_build_info{role=\"test\",version=",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");

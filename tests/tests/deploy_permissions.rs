@@ -755,6 +755,62 @@ async fn the_gateway_reads_decides_for_its_callers_and_pushes_and_nothing_else()
     for c in [&client, &worker, &manager, &boss] {
         c.refused_publish("$KV.a2a-push.s1").await;
     }
+
+    // Model limits: a worker keeps them in their bucket with the store it
+    // runs (read, create, compare-and-swap, watch); no other role writes it.
+    {
+        use swarm_agent::provider::limit::{LimitStore, SharedLimits};
+        worker.errors.lock().unwrap().clear();
+        let kv = worker
+            .js()
+            .get_key_value(subjects::MODEL_LIMITS_BUCKET)
+            .await
+            .unwrap();
+        let store = swarm_worker::limits::KvLimits::new(kv);
+        assert!(store.load("e1").await.unwrap().is_none());
+        let first = store
+            .store("e1", &SharedLimits::default(), None)
+            .await
+            .unwrap()
+            .expect("created");
+        assert_eq!(
+            store
+                .store("e1", &SharedLimits::default(), None)
+                .await
+                .unwrap(),
+            None,
+            "a second create loses"
+        );
+        let paused = SharedLimits {
+            pauses: 1,
+            ..Default::default()
+        };
+        let second = store
+            .store("e1", &paused, Some(first))
+            .await
+            .unwrap()
+            .expect("updated at its revision");
+        assert_eq!(
+            store.store("e1", &paused, Some(first)).await.unwrap(),
+            None,
+            "a stale revision loses"
+        );
+        assert_eq!(store.load("e1").await.unwrap(), Some((paused, second)));
+        // A wait ends when the watch of the bucket brings the newer revision.
+        let started = std::time::Instant::now();
+        store
+            .changed("e1", Some(first), Duration::from_secs(5))
+            .await;
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "the watch saw the change"
+        );
+        worker.clean();
+    }
+    for c in [&client, &gateway, &manager, &boss] {
+        c.refused_publish("$KV.model-limits.e1").await;
+        c.errors.lock().unwrap().clear();
+    }
     client
         .refused_publish("$JS.API.CONSUMER.MSG.NEXT.A2AP.gateway-push")
         .await;

@@ -40,6 +40,9 @@ pub struct WorkerConfig {
     pub skills: Vec<String>,
     /// MCP servers whose tools it offers.
     pub mcp: crate::mcp::McpConfig,
+    /// The model limits every worker of the endpoint shares (unset ones
+    /// come from the provider's headers, or do not apply).
+    pub model_limits: swarm_agent::provider::limit::Limits,
 }
 
 /// The workspace of a worker that is not given one: a folder of its own
@@ -78,6 +81,7 @@ impl WorkerConfig {
             remote: Default::default(),
             skills: Vec::new(),
             mcp: Default::default(),
+            model_limits: Default::default(),
         }
     }
 }

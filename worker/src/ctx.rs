@@ -96,7 +96,10 @@ impl Ctx {
             agent_id: config.agent_id.clone(),
             desk_user,
             tools,
-            provider: config.provider.build().context("building the provider")?,
+            provider: config
+                .provider
+                .build_limited(Some(crate::limits::limiter(config, infra)))
+                .context("building the provider")?,
             gate_options: config.tool_args.gate_options(root),
             ack_wait: config.ack_wait,
             task_timeout: config.task_timeout,

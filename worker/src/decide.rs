@@ -353,7 +353,9 @@ impl Pacer {
     /// The update `event` is worth at `now`, if any, for a task of at most
     /// `max_steps` steps; one returned counts as sent.
     pub fn update(&mut self, event: AgentEvent, max_steps: u32, now: Instant) -> Option<Update> {
-        let routine = !matches!(event, AgentEvent::Gate(_));
+        // A gate's verdict and a wait for the model limits are told each
+        // time: a watcher would otherwise not know why a task stands still.
+        let routine = !matches!(event, AgentEvent::Gate(_) | AgentEvent::Waiting { .. });
         if routine && now.saturating_duration_since(self.last_sent) < PROGRESS_EVERY {
             return None;
         }
@@ -379,6 +381,7 @@ impl Pacer {
                 percentage.unwrap_or(50).min(99),
                 message,
             ),
+            AgentEvent::Waiting { message } => Update::new(TaskStatus::InProgress, 10, message),
             AgentEvent::Gate(v) => Update::new(
                 TaskStatus::InProgress,
                 90,
@@ -821,6 +824,22 @@ mod tests {
         assert_eq!(next(said(Some(100)), 10).pct, 99);
         let own = next(said(Some(30)), 10);
         assert_eq!((own.pct, own.message.as_str()), (30, "half way"));
+    }
+
+    #[test]
+    fn a_wait_for_the_model_limits_is_told_at_once() {
+        let t0 = Instant::now();
+        let mut pacer = Pacer::new(t0);
+        // Within the pacing interval a routine step is held back...
+        assert_eq!(pacer.update(step(1, None), 10, t0), None);
+        // ...but a wait is told, however soon it comes.
+        let waiting = AgentEvent::Waiting {
+            message: "waiting for the model's limits (paused)".into(),
+        };
+        let u = pacer.update(waiting, 10, t0).expect("told");
+        assert_eq!(u.message, "waiting for the model's limits (paused)");
+        assert_eq!(u.status, TaskStatus::InProgress);
+        assert!(pacer.announced());
     }
 
     #[test]

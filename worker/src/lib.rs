@@ -16,7 +16,7 @@
 //! `questions` (a task's questions for a person), `collaborate` (its asks
 //! for help from other personas), `control` (cancels), [`remote`] (a
 //! persona's tasks done by an outside A2A agent), [`mcp`] (tools from MCP
-//! servers).
+//! servers), [`limits`] (the model limits every worker shares).
 
 pub mod approvals;
 pub mod cancels;
@@ -27,6 +27,7 @@ mod control;
 mod ctx;
 pub mod decide;
 pub mod journal;
+pub mod limits;
 pub mod mcp;
 pub mod memory;
 mod outbox;

@@ -75,6 +75,18 @@ struct Cli {
     /// Seconds one MCP tool call may take before it fails.
     #[arg(long, env = "SWARM_MCP_TIMEOUT", default_value_t = 60)]
     mcp_timeout: u64,
+    /// Model requests in flight at once across every worker calling the
+    /// same endpoint and model (shared through JetStream); unset: no cap.
+    #[arg(long, env = "SWARM_MODEL_MAX_CONCURRENT")]
+    model_max_concurrent: Option<u32>,
+    /// Model requests per minute across every worker of the endpoint and
+    /// model; unset: what the provider's `x-ratelimit-*` headers say.
+    #[arg(long, env = "SWARM_MODEL_RPM")]
+    model_rpm: Option<u64>,
+    /// Model tokens (prompt and reply) per minute across every worker of
+    /// the endpoint and model; unset: what the provider's headers say.
+    #[arg(long, env = "SWARM_MODEL_TPM")]
+    model_tpm: Option<u64>,
     /// The model the agent loop talks to.
     #[command(flatten)]
     provider: swarm_agent::provider::ProviderArgs,
@@ -114,5 +126,10 @@ async fn main() -> anyhow::Result<()> {
         |name| std::env::var(swarm_worker::mcp::token_var(name)).ok(),
     )?;
     config.mcp.call_timeout = Duration::from_secs(cli.mcp_timeout.max(1));
+    config.model_limits = swarm_agent::provider::limit::Limits {
+        max_concurrent: cli.model_max_concurrent.filter(|n| *n > 0),
+        requests_per_minute: cli.model_rpm.filter(|n| *n > 0),
+        tokens_per_minute: cli.model_tpm.filter(|n| *n > 0),
+    };
     swarm_runtime::finish_role(swarm_worker::run(config, swarm_runtime::shutdown::signal()).await)
 }

@@ -11,7 +11,7 @@ use chrono::Utc;
 use swarm_agent::{
     AgentTask, Budget, ContextItem,
     agent_loop::{AgentEvent, AgentOutcome, Collaboration, RunOptions, SyntheticTools, run_agent},
-    provider::Provider,
+    provider::{Provider, limit},
 };
 use swarm_common::{Envelope, ErrorBody, GateVerdict, TaskAssignment, TaskStatus};
 use swarm_runtime::wire;
@@ -313,18 +313,38 @@ async fn run_rounds(
             collaboration: collaboration.clone(),
             ..Default::default()
         };
-        let run = journal::with_journal(
-            journal.clone(),
-            Box::pin(run_agent(
-                provider.as_ref(),
-                &ctx.tools,
-                &task,
-                &options,
-                Some(events),
-            )),
+        // The shared model limits know the swarm (fair shares) and tell a
+        // wait to whoever watches the task.
+        let scope = {
+            let events = events.clone();
+            limit::CallScope::new(
+                env.swarm_id.clone(),
+                Some(Arc::new(move |notice: &limit::WaitNotice| {
+                    let _ = events.send(AgentEvent::Waiting {
+                        message: notice.to_string(),
+                    });
+                })),
+            )
+        };
+        let run = limit::scoped(
+            scope.clone(),
+            journal::with_journal(
+                journal.clone(),
+                Box::pin(run_agent(
+                    provider.as_ref(),
+                    &ctx.tools,
+                    &task,
+                    &options,
+                    Some(events),
+                )),
+            ),
         )
         .await;
         let mut outcome = run.outcome;
+        let waited = scope.waited_ms();
+        if waited > 0 {
+            *outcome.metrics.entry("model_wait_ms".into()).or_insert(0.0) += waited as f64;
+        }
         outcome
             .metrics
             .insert("journal_replayed".into(), journal.replayed() as f64);
