@@ -219,3 +219,35 @@ async fn two_swarms_share_a_cap_fairly() {
     );
     assert_eq!(llm.peak_in_flight(), 2);
 }
+
+/// A call dropped while it holds a slot (its task cancelled) gives the slot
+/// back at once, not when its lease runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_call_frees_its_slot_at_once() {
+    let llm = MockLlm::start().await;
+    llm.add(
+        Rule::new("slow", Match::new().last_user_contains("slow"))
+            .then_always(Reply::text("late").after(Duration::from_secs(20))),
+    );
+    llm.add(Rule::new("fast", Match::new()).then_always(Reply::text("ok").usage(5, 1)));
+    let store = Arc::new(MemoryStore::default());
+    let cap = Limits {
+        max_concurrent: Some(1),
+        ..Limits::default()
+    };
+    let providers = callers(&llm, 2, Some((&store, cap)));
+    let slow = providers[0].clone();
+    let held = tokio::spawn(async move { slow.complete(ask("slow")).await });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while llm.requests().is_empty() {
+        assert!(Instant::now() < deadline, "the slow call was sent");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    held.abort();
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), providers[1].complete(ask("fast")))
+        .await
+        .expect("the slot came back before its 30 s lease")
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3));
+}

@@ -40,6 +40,21 @@ pub(crate) struct JsonClient {
     limiter: Option<(Arc<dyn CallLimiter>, Endpoint)>,
 }
 
+/// A slot taken for an attempt: given back when the attempt is dropped
+/// before it settles (its task cancelled or timed out), so the slot is free
+/// at once rather than when its lease runs out.
+struct Held(Option<(Arc<dyn CallLimiter>, Endpoint, limit::Ticket)>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some((limiter, endpoint, ticket)) = self.0.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            rt.spawn(async move { limiter.settle(&endpoint, ticket, Observed::default()).await });
+        }
+    }
+}
+
 /// One failed attempt: the error and the wait the server asked for.
 struct Attempt {
     error: ProviderError,
@@ -137,8 +152,11 @@ impl JsonClient {
                 retry_after: None,
             })?;
         limit::add_waited(ticket.waited);
+        let mut held = Held(Some((limiter.clone(), endpoint.clone(), ticket)));
         let (result, observed) = self.post_once(url, headers, body).await;
-        limiter.settle(endpoint, ticket, observed).await;
+        if let Some((limiter, endpoint, ticket)) = held.0.take() {
+            limiter.settle(&endpoint, ticket, observed).await;
+        }
         result
     }
 
