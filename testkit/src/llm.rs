@@ -557,6 +557,9 @@ struct Shared {
     peak_in_flight: AtomicU64,
     /// Each reply's status and when it was sent.
     answered: Mutex<Vec<(u16, Instant)>>,
+    /// Until when every request is refused, as by a saturated provider, and
+    /// whether with `429` and `Retry-After` (or `529` without it).
+    saturated_until: Mutex<Option<(Instant, bool)>>,
 }
 
 /// Counts a request in flight while it lives.
@@ -610,6 +613,7 @@ impl MockLlm {
             in_flight: AtomicU64::new(0),
             peak_in_flight: AtomicU64::new(0),
             answered: Mutex::new(Vec::new()),
+            saturated_until: Mutex::new(None),
         });
         let state = shared.clone();
         let app = axum::Router::new().fallback(
@@ -653,6 +657,31 @@ impl MockLlm {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone()
+    }
+
+    /// From now until `window` has passed, answers every request with `429`
+    /// and a `Retry-After` of the seconds left (rounded up), as a provider
+    /// does while it is saturated; those requests are recorded under the
+    /// rule name `saturated`.
+    pub fn saturate(&self, window: Duration) {
+        *self
+            .shared
+            .saturated_until
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) =
+            Some((Instant::now() + window, true));
+    }
+
+    /// From now until `window` has passed, answers every request with `529`
+    /// (`overloaded`, Anthropic's way) and no `Retry-After`, so each caller
+    /// has only its own backoff to go by; recorded as `saturated`.
+    pub fn overload(&self, window: Duration) {
+        *self
+            .shared
+            .saturated_until
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) =
+            Some((Instant::now() + window, false));
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -820,13 +849,26 @@ async fn answer(
         rule: None,
         at: Instant::now(),
     };
+    let saturated = shared
+        .saturated_until
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .and_then(|(until, told)| Some((until.checked_duration_since(recorded.at)?, told)))
+        .filter(|(left, _)| !left.is_zero());
     let reply = {
         let mut script = shared
             .script
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut chosen = None;
-        for rule in script.rules.iter_mut() {
+        let mut chosen = saturated.map(|(left, told)| {
+            recorded.rule = Some("saturated".into());
+            if told {
+                Reply::rate_limited(left.as_secs_f64().ceil() as u64)
+            } else {
+                Reply::status(529, "overloaded (the mock)")
+            }
+        });
+        for rule in script.rules.iter_mut().filter(|_| chosen.is_none()) {
             if !rule.matcher.matches(&recorded) {
                 continue;
             }
