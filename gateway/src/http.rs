@@ -309,7 +309,8 @@ pub async fn rpc_dispatch(
         "SubscribeToTask" => {
             let request: SubscribeToTaskRequest = parse(params)?;
             let events =
-                crate::stream::open(g.swarms.clone(), caller.clone(), request.id, true).await?;
+                crate::stream::open(g.swarms.clone(), caller.clone(), request.id, true, None)
+                    .await?;
             Ok(RpcAnswer::Stream(events.boxed()))
         }
         "GetTask" => {
@@ -401,8 +402,18 @@ async fn start_stream(
     once.configuration
         .get_or_insert_with(Default::default)
         .return_immediately = true;
+    // Read before the send: updates stored while the stream opens are
+    // followed, not lost.
+    let since = g.swarms.last_sequence().await?;
     let task = g.swarms.send(caller, &once).await?;
-    crate::stream::open(g.swarms.clone(), caller.clone(), task.id, false).await
+    crate::stream::open(
+        g.swarms.clone(),
+        caller.clone(),
+        task.id,
+        false,
+        Some(since),
+    )
+    .await
 }
 
 // ---- HTTP+JSON ----
@@ -520,7 +531,8 @@ async fn rest_get_task(
     let run = async {
         let caller = admit(&g, &headers)?;
         if let Some(id) = id.strip_suffix(":subscribe") {
-            let events = crate::stream::open(g.swarms.clone(), caller, id.to_owned(), true).await?;
+            let events =
+                crate::stream::open(g.swarms.clone(), caller, id.to_owned(), true, None).await?;
             return Ok(sse(events, |v| v));
         }
         let shape = history_shape(query_number(&q, "historyLength")?);
@@ -544,7 +556,8 @@ async fn rest_post_task(
             return Ok(rest_ok(to_json(&task)));
         }
         if let Some(id) = segment.strip_suffix(":subscribe") {
-            let events = crate::stream::open(g.swarms.clone(), caller, id.to_owned(), true).await?;
+            let events =
+                crate::stream::open(g.swarms.clone(), caller, id.to_owned(), true, None).await?;
             return Ok(sse(events, |v| v));
         }
         Err::<Response, _>(A2aError::new(

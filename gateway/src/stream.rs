@@ -95,15 +95,22 @@ impl Drop for StreamSlot {
 
 /// Opens the stream of task `id`. A task that has ended is refused when
 /// `refuse_ended` (`SubscribeToTask`); otherwise (`SendStreamingMessage`)
-/// its stream is the task alone.
+/// its stream is the task, its artifacts and its terminal status: a mission
+/// can end before its stream opens. `since` is the stream sequence to
+/// follow from (`SendStreamingMessage` reads it before it sends, so a fast
+/// mission's first updates are not missed); `None` means from now.
 pub async fn open(
     swarms: Swarms,
     caller: Caller,
     id: String,
     refuse_ended: bool,
+    since: Option<u64>,
 ) -> Result<impl Stream<Item = StreamResponse> + Send + 'static, A2aError> {
     let slot = swarms.streams.take(&caller)?;
-    let after = swarms.last_sequence().await?;
+    let after = match since {
+        Some(after) => after,
+        None => swarms.last_sequence().await?,
+    };
     let first = swarms.task(&caller, &id, Shape::FULL).await?;
     if refuse_ended && first.status.state.is_terminal() {
         return Err(A2aError::new(
@@ -129,7 +136,10 @@ pub async fn open(
         if tx.send(StreamResponse::Task(first)).await.is_err() {
             return;
         }
-        let Some(updates) = updates else { return };
+        let Some(updates) = updates else {
+            send_ending(&swarms, &caller, &id, &tx).await;
+            return;
+        };
         let mut updates = std::pin::pin!(updates);
         let mut state = TaskState::Working;
         loop {
@@ -141,18 +151,7 @@ pub async fn open(
             };
             let Some(update) = update else { return };
             if ends(&update) {
-                let events = match ending(&swarms, &caller, &id).await {
-                    Ok(events) => events,
-                    Err(e) => {
-                        tracing::warn!(error = %e, task = %id, "reading the ended task");
-                        return;
-                    }
-                };
-                for event in events {
-                    if tx.send(event).await.is_err() {
-                        return;
-                    }
-                }
+                send_ending(&swarms, &caller, &id, &tx).await;
                 return;
             }
             let Some((next, event)) = event_of(&update, &id, &context_id, state) else {
@@ -168,6 +167,27 @@ pub async fn open(
     Ok(futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (e, rx))
     }))
+}
+
+/// Sends the ended task's artifacts and terminal status down `tx`.
+async fn send_ending(
+    swarms: &Swarms,
+    caller: &Caller,
+    id: &str,
+    tx: &mpsc::Sender<StreamResponse>,
+) {
+    let events = match ending(swarms, caller, id).await {
+        Ok(events) => events,
+        Err(e) => {
+            tracing::warn!(error = %e, task = %id, "reading the ended task");
+            return;
+        }
+    };
+    for event in events {
+        if tx.send(event).await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Whether an update is the swarm's end: its report, or an error of the
