@@ -258,6 +258,33 @@ pub enum AgentEvent {
         /// The wait, as told to a person.
         message: String,
     },
+    /// A streamed reply is being written ([`crate::provider::limit::notify_text`]):
+    /// its latest text, for a person to watch. Never journaled; the step
+    /// the whole reply makes is.
+    Writing {
+        /// The end of the text so far (at most [`WRITING_TAIL_BYTES`]).
+        text: String,
+        /// How long the text so far is, in bytes.
+        len: usize,
+    },
+}
+
+/// How much of a reply being written an [`AgentEvent::Writing`] carries:
+/// its end, which is what a watcher reads.
+pub const WRITING_TAIL_BYTES: usize = 1000;
+
+impl AgentEvent {
+    /// The event for a streamed reply whose text so far is `text`.
+    pub fn writing(text: &str) -> AgentEvent {
+        let mut start = text.len().saturating_sub(WRITING_TAIL_BYTES);
+        while !text.is_char_boundary(start) {
+            start += 1;
+        }
+        AgentEvent::Writing {
+            text: text[start..].to_string(),
+            len: text.len(),
+        }
+    }
 }
 
 /// Everything a run produced: the outcome and what the outcome's fields do

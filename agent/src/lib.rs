@@ -37,8 +37,8 @@ mod text;
 pub mod tools;
 
 pub use agent_loop::{
-    AgentEvent, AgentOutcome, AgentRun, RunOptions, SyntheticTools, answer_feedback, run_agent,
-    run_task,
+    AgentEvent, AgentOutcome, AgentRun, RunOptions, SyntheticTools, WRITING_TAIL_BYTES,
+    answer_feedback, run_agent, run_task,
 };
 pub use budget::Budget;
 pub use chat::{Provider, ProviderError};

@@ -18,8 +18,8 @@ mod scratch;
 
 pub use cluster::{Cluster, ClusterBuilder, TEST_TOKEN_KEY, bin_dir};
 pub use llm::{
-    Match, MockLlm, MockToolCall, Recorded, Reply, Rule, Wire, anthropic_text, anthropic_tool_use,
-    openai_text, openai_tool_calls,
+    Match, MockLlm, MockToolCall, Recorded, Reply, Rule, Wire, anthropic_events, anthropic_text,
+    anthropic_tool_use, openai_events, openai_text, openai_tool_calls,
 };
 pub use nats::{NatsServer, dev_nats_conf};
 pub use nats_cluster::{

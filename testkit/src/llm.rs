@@ -10,7 +10,10 @@
 //! [`Reply`]s, tried in the order they were added, then a fallback. A rule
 //! whose queue is empty is passed over, unless it repeats its last reply.
 //! Every request is recorded ([`Recorded`]) so a test can assert what the
-//! model was sent.
+//! model was sent. A request that asks for a stream (`"stream": true`) gets
+//! its [`Reply::Text`] or [`Reply::ToolCalls`] as the provider's server-sent
+//! events, the text a few words per event ([`Reply::trickled`] spaces them
+//! out in time).
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -108,6 +111,8 @@ pub enum Reply {
     },
     /// Waits, then answers with the inner reply.
     Delayed(Duration, Box<Reply>),
+    /// The inner reply, its events (when streamed) this far apart.
+    Trickled(Duration, Box<Reply>),
     /// Never answers (until the server is dropped).
     Hang,
 }
@@ -214,6 +219,7 @@ impl Reply {
                 usage: (input, output),
             },
             Reply::Delayed(d, inner) => Reply::Delayed(d, Box::new(inner.usage(input, output))),
+            Reply::Trickled(d, inner) => Reply::Trickled(d, Box::new(inner.usage(input, output))),
             other => other,
         }
     }
@@ -240,6 +246,13 @@ impl Reply {
     /// This reply after `delay`.
     pub fn after(self, delay: Duration) -> Reply {
         Reply::Delayed(delay, Box::new(self))
+    }
+
+    /// This reply, streamed with `every` between its events, as a model
+    /// writes: its text arrives over `every` times the number of events.
+    /// A request that did not ask for a stream gets it whole, at once.
+    pub fn trickled(self, every: Duration) -> Reply {
+        Reply::Trickled(every, Box::new(self))
     }
 }
 
@@ -562,18 +575,19 @@ struct Shared {
     saturated_until: Mutex<Option<(Instant, bool)>>,
 }
 
-/// Counts a request in flight while it lives.
-struct InFlight<'a>(&'a Shared);
+/// Counts a request in flight while it lives (a streamed reply's until its
+/// last event is sent).
+struct InFlight(Arc<Shared>);
 
-impl<'a> InFlight<'a> {
-    fn enter(shared: &'a Shared) -> InFlight<'a> {
+impl InFlight {
+    fn enter(shared: &Arc<Shared>) -> InFlight {
         let now = shared.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         shared.peak_in_flight.fetch_max(now, Ordering::SeqCst);
-        InFlight(shared)
+        InFlight(shared.clone())
     }
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
@@ -892,16 +906,21 @@ async fn answer(
     respond(&shared, &recorded, reply).await
 }
 
-async fn respond(shared: &Shared, request: &Recorded, mut reply: Reply) -> Response {
-    let _counted = InFlight::enter(shared);
+async fn respond(shared: &Arc<Shared>, request: &Recorded, mut reply: Reply) -> Response {
+    let counted = InFlight::enter(shared);
+    let mut every = Duration::ZERO;
     let response = loop {
         match reply {
             Reply::Delayed(delay, inner) => {
                 tokio::time::sleep(delay).await;
                 reply = *inner;
             }
+            Reply::Trickled(gap, inner) => {
+                every = gap;
+                reply = *inner;
+            }
             Reply::Hang => std::future::pending::<()>().await,
-            other => break render(shared, request, other),
+            other => break render(shared, request, other, every, counted),
         }
     };
     shared
@@ -912,10 +931,41 @@ async fn respond(shared: &Shared, request: &Recorded, mut reply: Reply) -> Respo
     response
 }
 
-fn render(shared: &Shared, request: &Recorded, reply: Reply) -> Response {
+fn render(
+    shared: &Shared,
+    request: &Recorded,
+    reply: Reply,
+    every: Duration,
+    counted: InFlight,
+) -> Response {
     let model = request.body["model"].as_str().unwrap_or("mock-model");
     let next_id = |prefix: &str| format!("{prefix}_{}", shared.ids.fetch_add(1, Ordering::Relaxed));
+    let streamed = request.body["stream"] == json!(true);
     match reply {
+        Reply::Text { text, usage } if streamed => {
+            let events = match request.wire {
+                Wire::Anthropic => anthropic_events(model, &text, &[], "end_turn", usage),
+                _ => openai_events(model, &text, &[], "stop", usage),
+            };
+            event_stream(events, every, counted)
+        }
+        Reply::ToolCalls { text, calls, usage } if streamed => {
+            let wire = request.wire;
+            let prefix = if wire == Wire::Anthropic {
+                "toolu"
+            } else {
+                "call"
+            };
+            let calls: Vec<(String, String, Value)> = calls
+                .into_iter()
+                .map(|c| (c.id.unwrap_or_else(|| next_id(prefix)), c.name, c.arguments))
+                .collect();
+            let events = match wire {
+                Wire::Anthropic => anthropic_events(model, &text, &calls, "tool_use", usage),
+                _ => openai_events(model, &text, &calls, "tool_calls", usage),
+            };
+            event_stream(events, every, counted)
+        }
         Reply::Text { text, usage } => {
             let body = match request.wire {
                 Wire::Anthropic => anthropic_text(model, &text, usage),
@@ -956,10 +1006,181 @@ fn render(shared: &Shared, request: &Recorded, reply: Reply) -> Response {
             response
         }
         // Unwrapped by `respond`.
-        Reply::Delayed(..) | Reply::Hang => {
+        Reply::Delayed(..) | Reply::Trickled(..) | Reply::Hang => {
             (StatusCode::INTERNAL_SERVER_ERROR, "unreachable").into_response()
         }
     }
+}
+
+/// A `200` whose body is `events`, `every` apart, the request counted in
+/// flight until the last is sent.
+fn event_stream(events: Vec<String>, every: Duration, counted: InFlight) -> Response {
+    use futures::StreamExt;
+    let body = futures::stream::iter(events.into_iter().enumerate()).then(move |(i, event)| {
+        let _counted = &counted;
+        async move {
+            if i > 0 && !every.is_zero() {
+                tokio::time::sleep(every).await;
+            }
+            Ok::<_, std::convert::Infallible>(event)
+        }
+    });
+    let mut response = axum::body::Body::from_stream(body).into_response();
+    response.headers_mut().insert(
+        "content-type",
+        HeaderValue::from_static("text/event-stream"),
+    );
+    response
+        .headers_mut()
+        .insert("cache-control", HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// `text` in pieces of a word or two, as a model streams it.
+fn pieces(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut words = 0;
+    for (i, c) in text.char_indices() {
+        if c == ' ' || c == '\n' {
+            words += 1;
+            if words == 2 {
+                out.push(&text[start..i + 1]);
+                start = i + 1;
+                words = 0;
+            }
+        }
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
+    }
+    out
+}
+
+/// `text` cut in two at a character boundary near its middle (a streamed
+/// tool call's arguments arrive in pieces).
+fn halves(text: &str) -> [&str; 2] {
+    let mut cut = text.len() / 2;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    [&text[..cut], &text[cut..]]
+}
+
+/// An OpenAI chat-completions reply as its stream of `chat.completion.chunk`
+/// events: the text, then each call's name and arguments in pieces, the
+/// finish reason, the usage (as `stream_options.include_usage` asks) and
+/// `[DONE]`.
+pub fn openai_events(
+    model: &str,
+    text: &str,
+    calls: &[(String, String, Value)],
+    finish: &str,
+    (input, output): (u64, u64),
+) -> Vec<String> {
+    let chunk = |choices: Value| {
+        let c = json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk",
+                       "created": 1_700_000_000, "model": model, "choices": choices});
+        format!("data: {c}\n\n")
+    };
+    let delta = |d: Value| chunk(json!([{"index": 0, "delta": d, "finish_reason": null}]));
+    let mut events = vec![delta(json!({"role": "assistant", "content": ""}))];
+    events.extend(
+        pieces(text)
+            .into_iter()
+            .map(|p| delta(json!({"content": p}))),
+    );
+    for (i, (id, name, args)) in calls.iter().enumerate() {
+        events.push(delta(
+            json!({"tool_calls": [{"index": i, "id": id, "type": "function",
+            "function": {"name": name, "arguments": ""}}]}),
+        ));
+        let args = args.to_string();
+        for half in halves(&args) {
+            events.push(delta(
+                json!({"tool_calls": [{"index": i, "function": {"arguments": half}}]}),
+            ));
+        }
+    }
+    events.push(chunk(
+        json!([{"index": 0, "delta": {}, "finish_reason": finish}]),
+    ));
+    let usage = json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "model": model,
+        "choices": [], "usage": {"prompt_tokens": input, "completion_tokens": output,
+        "total_tokens": input + output}});
+    events.push(format!("data: {usage}\n\n"));
+    events.push("data: [DONE]\n\n".to_string());
+    events
+}
+
+/// An Anthropic Messages reply as its stream of events: `message_start`, a
+/// text block in `text_delta`s, each `tool_use` block's input in
+/// `input_json_delta`s, `message_delta` with the stop reason and usage, and
+/// `message_stop`, with a `ping` as the API sends.
+pub fn anthropic_events(
+    model: &str,
+    text: &str,
+    calls: &[(String, String, Value)],
+    stop: &str,
+    (input, output): (u64, u64),
+) -> Vec<String> {
+    let event = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
+    let mut events = vec![
+        event(
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "msg_mock", "type": "message",
+                "role": "assistant", "model": model, "content": [], "stop_reason": null,
+                "stop_sequence": null, "usage": {"input_tokens": input, "output_tokens": 1}}}),
+        ),
+        event("ping", json!({"type": "ping"})),
+    ];
+    let mut index = 0;
+    if !text.is_empty() {
+        events.push(event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index,
+                   "content_block": {"type": "text", "text": ""}}),
+        ));
+        for p in pieces(text) {
+            events.push(event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index,
+                       "delta": {"type": "text_delta", "text": p}}),
+            ));
+        }
+        events.push(event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
+        index += 1;
+    }
+    for (id, name, args) in calls {
+        events.push(event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index,
+                   "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+        ));
+        let args = args.to_string();
+        for half in halves(&args) {
+            events.push(event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index,
+                       "delta": {"type": "input_json_delta", "partial_json": half}}),
+            ));
+        }
+        events.push(event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
+        index += 1;
+    }
+    events.push(event(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
+               "usage": {"output_tokens": output}}),
+    ));
+    events.push(event("message_stop", json!({"type": "message_stop"})));
+    events
 }
 
 fn status_code(status: u16) -> StatusCode {

@@ -40,6 +40,10 @@ use swarm_common::{
 /// task runs before it announces that it started.
 pub const PROGRESS_EVERY: Duration = Duration::from_millis(50);
 
+/// Updates of a reply being written go at most this often: a few a second
+/// is as fast as a person reads, and each is a stored message.
+pub const WRITING_EVERY: Duration = Duration::from_millis(250);
+
 /// How long a delivery handed back (a task that did not finish, an `Error`
 /// that could not be sent) waits before it comes again.
 pub const RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -332,11 +336,16 @@ impl Update {
 /// When a running task's progress is worth an update. Steps that follow
 /// each other within [`PROGRESS_EVERY`] are not worth a stored update each
 /// (a tool-only task would send three in a millisecond); a step of a model
-/// call, seconds long, is. Gate verdicts always go.
+/// call, seconds long, is. Gate verdicts always go; the text of a reply
+/// being written goes at most every [`WRITING_EVERY`].
 #[derive(Debug, Clone)]
 pub struct Pacer {
     /// When the last update went, or the run started.
     last_sent: Instant,
+    /// When the last update of a reply being written went.
+    last_written: Option<Instant>,
+    /// The percentage of the last update, which one of text keeps.
+    last_pct: u8,
     /// Whether an update went.
     announced: bool,
 }
@@ -346,6 +355,8 @@ impl Pacer {
     pub fn new(now: Instant) -> Self {
         Self {
             last_sent: now,
+            last_written: None,
+            last_pct: 0,
             announced: false,
         }
     }
@@ -355,13 +366,29 @@ impl Pacer {
     pub fn update(&mut self, event: AgentEvent, max_steps: u32, now: Instant) -> Option<Update> {
         // A gate's verdict and a wait for the model limits are told each
         // time: a watcher would otherwise not know why a task stands still.
+        if let AgentEvent::Writing { text, len } = &event {
+            if self
+                .last_written
+                .is_some_and(|at| now.saturating_duration_since(at) < WRITING_EVERY)
+            {
+                return None;
+            }
+            self.last_written = Some(now);
+            self.last_sent = now;
+            self.announced = true;
+            return Some(Update::new(
+                TaskStatus::InProgress,
+                self.last_pct,
+                writing_message(text, *len),
+            ));
+        }
         let routine = !matches!(event, AgentEvent::Gate(_) | AgentEvent::Waiting { .. });
         if routine && now.saturating_duration_since(self.last_sent) < PROGRESS_EVERY {
             return None;
         }
         self.last_sent = now;
         self.announced = true;
-        Some(match event {
+        let update = match event {
             AgentEvent::Step(step) => {
                 let pct = (step.step * 90 / max_steps.max(1)).min(95) as u8;
                 let what = match &step.tool {
@@ -391,12 +418,27 @@ impl Pacer {
                     format!("gate {} failed: {}", v.gate, v.reason)
                 },
             ),
-        })
+            // Answered above.
+            AgentEvent::Writing { .. } => return None,
+        };
+        self.last_pct = update.pct;
+        Some(update)
     }
 
     /// Whether an update went: a watcher has seen the task at work.
     pub fn announced(&self) -> bool {
         self.announced
+    }
+}
+
+/// The message of an update of a reply being written: `writing: ` and the
+/// end of its text, `tail`, marked `…` when the text (`len` bytes) is
+/// longer (the end is what is new).
+pub fn writing_message(tail: &str, len: usize) -> String {
+    if len > tail.len() {
+        format!("writing: …{tail}")
+    } else {
+        format!("writing: {tail}")
     }
 }
 
@@ -824,6 +866,42 @@ mod tests {
         assert_eq!(next(said(Some(100)), 10).pct, 99);
         let own = next(said(Some(30)), 10);
         assert_eq!((own.pct, own.message.as_str()), (30, "half way"));
+    }
+
+    #[test]
+    fn a_reply_being_written_is_told_a_few_times_a_second_at_the_last_percentage() {
+        let t0 = Instant::now();
+        let mut pacer = Pacer::new(t0);
+        let at = |ms| t0 + Duration::from_millis(ms);
+        assert_eq!(
+            pacer
+                .update(step(5, Some("echo")), 10, at(100))
+                .unwrap()
+                .pct,
+            45
+        );
+        let u = pacer
+            .update(AgentEvent::writing("The answer"), 10, at(110))
+            .expect("the first goes");
+        assert_eq!((u.pct, u.message.as_str()), (45, "writing: The answer"));
+        // Text that grows within WRITING_EVERY waits for the next update.
+        assert_eq!(
+            pacer.update(AgentEvent::writing("The answer is"), 10, at(200)),
+            None
+        );
+        let long = format!("{}end", "x".repeat(2000));
+        let u = pacer
+            .update(AgentEvent::writing(&long), 10, at(400))
+            .expect("after 250 ms");
+        assert!(u.message.starts_with("writing: …x") && u.message.ends_with("end"));
+        assert!(u.message.len() < swarm_agent::WRITING_TAIL_BYTES + 20);
+        // Text does not hold back a step, nor a step the text.
+        assert!(pacer.update(step(6, None), 10, at(460)).is_some());
+        assert!(
+            pacer
+                .update(AgentEvent::writing("more"), 10, at(660))
+                .is_some()
+        );
     }
 
     #[test]

@@ -314,17 +314,22 @@ async fn run_rounds(
             ..Default::default()
         };
         // The shared model limits know the swarm (fair shares) and tell a
-        // wait to whoever watches the task.
+        // wait to whoever watches the task; a streamed reply's text goes
+        // the same way as it is written.
         let scope = {
-            let events = events.clone();
+            let waits = events.clone();
+            let texts = events.clone();
             limit::CallScope::new(
                 env.swarm_id.clone(),
                 Some(Arc::new(move |notice: &limit::WaitNotice| {
-                    let _ = events.send(AgentEvent::Waiting {
+                    let _ = waits.send(AgentEvent::Waiting {
                         message: notice.to_string(),
                     });
                 })),
             )
+            .with_text(Arc::new(move |text: &str| {
+                let _ = texts.send(AgentEvent::writing(text));
+            }))
         };
         let run = limit::scoped(
             scope.clone(),

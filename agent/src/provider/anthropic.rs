@@ -38,6 +38,8 @@ pub struct AnthropicProvider {
     name: String,
     prices: PriceTable,
     max_tokens: Option<u32>,
+    /// Whether replies are asked for as event streams.
+    stream: bool,
 }
 
 impl AnthropicProvider {
@@ -65,13 +67,19 @@ impl AnthropicProvider {
             HeaderValue::from_static(ANTHROPIC_VERSION),
         );
         Ok(AnthropicProvider {
-            http: JsonClient::new(config.timeout, config.max_retries, config.retry_min_delay)?,
+            http: JsonClient::new(
+                super::sse::Wire::Anthropic,
+                config.timeout,
+                config.max_retries,
+                config.retry_min_delay,
+            )?,
             url: format!("{base}/v1/messages"),
             headers,
             model: config.model.clone(),
             name: format!("anthropic:{}", config.model),
             prices: config.prices(),
             max_tokens: config.max_tokens,
+            stream: config.stream,
         })
     }
 
@@ -162,6 +170,9 @@ impl AnthropicProvider {
                 })
                 .collect();
             body["tools"] = Value::Array(tools);
+        }
+        if self.stream {
+            body["stream"] = json!(true);
         }
         body
     }

@@ -12,6 +12,7 @@
 //! | `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL` | the Anthropic endpoint |
 //! | `SWARM_PROVIDER_TIMEOUT` | seconds per HTTP attempt (default 120) |
 //! | `SWARM_PROVIDER_MAX_RETRIES` | retries on 429 and 5xx (default 4) |
+//! | `SWARM_PROVIDER_STREAM` | `true` (default): ask for streamed replies, so their text shows as it is written; `false`: whole replies only |
 //! | `SWARM_PRICE_INPUT_PER_MTOK`, `SWARM_PRICE_OUTPUT_PER_MTOK` | the model's price in USD per million tokens, overriding the built-in table |
 
 use std::sync::Arc;
@@ -87,6 +88,9 @@ pub struct ProviderConfig {
     pub pricing: Option<Pricing>,
     /// A cap on each reply's length, in tokens.
     pub max_tokens: Option<u32>,
+    /// Whether replies are asked for as event streams, their text told as
+    /// it is written; a server that answers with whole JSON is read as well.
+    pub stream: bool,
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -101,6 +105,7 @@ impl std::fmt::Debug for ProviderConfig {
             .field("retry_min_delay", &self.retry_min_delay)
             .field("pricing", &self.pricing)
             .field("max_tokens", &self.max_tokens)
+            .field("stream", &self.stream)
             .finish()
     }
 }
@@ -123,6 +128,7 @@ impl ProviderConfig {
             retry_min_delay: Duration::from_millis(500),
             pricing: None,
             max_tokens: None,
+            stream: true,
         }
     }
 
@@ -200,6 +206,13 @@ impl ProviderConfig {
         }
         if let Some(n) = number("SWARM_PROVIDER_MAX_RETRIES")? {
             config.max_retries = n as u32;
+        }
+        if let Some(v) = get("SWARM_PROVIDER_STREAM") {
+            config.stream = parse_bool(&v).ok_or_else(|| {
+                ConfigError(format!(
+                    "SWARM_PROVIDER_STREAM must be true or false, not {v:?}"
+                ))
+            })?;
         }
         match (
             number("SWARM_PRICE_INPUT_PER_MTOK")?,
@@ -301,6 +314,22 @@ pub struct ProviderArgs {
     /// Retries on 429, 5xx and timeouts.
     #[arg(long = "provider-max-retries", env = "SWARM_PROVIDER_MAX_RETRIES", default_value_t = DEFAULT_MAX_RETRIES)]
     pub provider_max_retries: u32,
+    /// Ask for streamed replies, so a task's answer shows as it is written
+    /// (`false`: whole replies only).
+    #[arg(long = "provider-stream", env = "SWARM_PROVIDER_STREAM", default_value = "true", value_parser = parse_bool_arg, action = clap::ArgAction::Set)]
+    pub provider_stream: bool,
+}
+
+fn parse_bool(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Some(true),
+        "false" | "0" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+fn parse_bool_arg(v: &str) -> Result<bool, String> {
+    parse_bool(v).ok_or_else(|| format!("{v:?} is not true or false"))
 }
 
 impl ProviderArgs {
@@ -319,6 +348,7 @@ impl ProviderArgs {
         let mut config = ProviderConfig::resolve(self.provider, self.model.clone(), &get)?;
         config.timeout = Duration::from_secs(self.provider_timeout.max(1));
         config.max_retries = self.provider_max_retries;
+        config.stream = self.provider_stream;
         Ok(config)
     }
 

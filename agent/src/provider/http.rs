@@ -3,7 +3,9 @@
 //! `Retry-After` (seconds or an HTTP date) taking the place of the backoff's
 //! delay when the server gives one. With a [`CallLimiter`], each attempt
 //! waits for the endpoint's shared limits first and tells them what the
-//! reply said after.
+//! reply said after. A reply sent as an event stream is read as it comes
+//! ([`super::sse`]), its text told to the call's scope as it grows, and
+//! handed on as the JSON reply it adds up to.
 //!
 //! **Invariant:** every call ends, with a value or a [`ProviderError`]: each
 //! attempt is bounded by the timeout, the number of attempts by
@@ -18,6 +20,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
 
 use super::ProviderError;
 use super::limit::{self, CallLimiter, Endpoint, Observed, RateHeaders};
+use super::sse::{self, Assembler, Wire};
 
 /// A `Retry-After` longer than this is cut to it, so a provider cannot park a
 /// worker for an hour.
@@ -33,6 +36,8 @@ const QUOTED_BODY_BYTES: usize = 300;
 #[derive(Debug, Clone)]
 pub(crate) struct JsonClient {
     client: reqwest::Client,
+    /// How a streamed reply's events read.
+    wire: Wire,
     timeout: Duration,
     max_retries: u32,
     min_backoff: Duration,
@@ -68,9 +73,11 @@ impl std::fmt::Display for Attempt {
 }
 
 impl JsonClient {
-    /// A client whose every attempt ends within `timeout`, retried at most
+    /// A client for `wire`'s API whose every attempt ends within `timeout`
+    /// (a streamed reply's last event included), retried at most
     /// `max_retries` times, the first backoff `min_backoff` long.
     pub(crate) fn new(
+        wire: Wire,
         timeout: Duration,
         max_retries: u32,
         min_backoff: Duration,
@@ -82,6 +89,7 @@ impl JsonClient {
             .map_err(|e| ProviderError::Transport(format!("cannot build an HTTP client: {e}")))?;
         Ok(JsonClient {
             client,
+            wire,
             timeout,
             max_retries,
             min_backoff,
@@ -188,6 +196,13 @@ impl JsonClient {
         observed.status = Some(status.as_u16());
         observed.retry_after = retry_after;
         observed.headers = RateHeaders::read(response.headers(), chrono::Utc::now());
+        if status.is_success() && is_event_stream(response.headers()) {
+            let result = self.read_stream(response, &mut observed).await;
+            if let Ok(reply) = &result {
+                observed.tokens = limit::used_tokens(reply);
+            }
+            return (result, observed);
+        }
         let bytes = match read_capped(response).await {
             Ok(b) => b,
             Err(e) => return (Err(fail(self.transport_or(e))), observed),
@@ -206,6 +221,66 @@ impl JsonClient {
             observed.tokens = limit::used_tokens(reply);
         }
         (result, observed)
+    }
+
+    /// Reads a streamed reply to its end, telling its text as it grows.
+    /// An error event in the stream stands for its status (a 529 overload,
+    /// a 429) in `observed`, so the shared limits hear of it as of a refusal.
+    async fn read_stream(
+        &self,
+        response: reqwest::Response,
+        observed: &mut Observed,
+    ) -> Result<serde_json::Value, Attempt> {
+        use eventsource_stream::{EventStreamError, Eventsource};
+        use futures::StreamExt;
+        let fail = |error| Attempt {
+            error,
+            retry_after: None,
+        };
+        let mut read = 0usize;
+        let bytes = response.bytes_stream().map(move |chunk| {
+            let chunk = chunk.map_err(BodyError::Http)?;
+            read += chunk.len();
+            if read > MAX_BODY_BYTES {
+                return Err(BodyError::TooLarge);
+            }
+            Ok(chunk)
+        });
+        let mut events = std::pin::pin!(bytes.eventsource());
+        let mut assembler = Assembler::new(self.wire);
+        while let Some(event) = events.next().await {
+            let event = match event {
+                Ok(event) => event,
+                Err(EventStreamError::Transport(e)) => return Err(fail(self.transport_or(e))),
+                Err(EventStreamError::Utf8(e)) => {
+                    return Err(fail(ProviderError::InvalidResponse(format!(
+                        "the event stream is not UTF-8: {e}"
+                    ))));
+                }
+                Err(EventStreamError::Parser(e)) => {
+                    return Err(fail(ProviderError::InvalidResponse(format!(
+                        "the event stream is malformed: {e}"
+                    ))));
+                }
+            };
+            match assembler.feed(&event.event, &event.data) {
+                Ok(fed) => {
+                    if fed.grew {
+                        limit::notify_text(assembler.text());
+                    }
+                    if fed.done {
+                        break;
+                    }
+                }
+                Err(sse::StreamError { error, status }) => {
+                    if status.is_some() {
+                        observed.status = status;
+                    }
+                    return Err(fail(error));
+                }
+            }
+        }
+        assembler.finish().map_err(fail)
     }
 
     fn transport(&self, e: reqwest::Error) -> ProviderError {
@@ -240,6 +315,17 @@ async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, BodyErr
         out.extend_from_slice(&chunk);
     }
     Ok(out)
+}
+
+fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("text/event-stream"))
+        })
 }
 
 /// An error with its sources, which is where reqwest keeps the useful part.

@@ -646,6 +646,10 @@ pub type EventHook = Arc<dyn Fn(&LimitEvent) + Send + Sync>;
 /// Called when a model call in a [`CallScope`] waits for the limit.
 pub type WaitHook = Arc<dyn Fn(&WaitNotice) + Send + Sync>;
 
+/// Told the text of a streamed reply each time it grows: all of it so far
+/// (a retried call starts again from nothing).
+pub type TextHook = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// A [`CallLimiter`] over a [`LimitStore`]: each call reads the endpoint's
 /// state, decides with [`SharedLimits::take`], and writes what it took
 /// with compare-and-swap, retrying when another caller wrote first.
@@ -940,6 +944,7 @@ pub struct CallScope {
     pub swarm: String,
     waited_ms: Arc<AtomicU64>,
     on_wait: Option<WaitHook>,
+    on_text: Option<TextHook>,
 }
 
 impl std::fmt::Debug for CallScope {
@@ -987,7 +992,15 @@ impl CallScope {
             swarm: swarm.into(),
             waited_ms: Arc::new(AtomicU64::new(0)),
             on_wait,
+            on_text: None,
         }
+    }
+
+    /// This scope, telling the text of each streamed reply to `on_text` as
+    /// it is written.
+    pub fn with_text(mut self, on_text: TextHook) -> CallScope {
+        self.on_text = Some(on_text);
+        self
     }
 
     /// Milliseconds the calls in this scope waited for limits so far.
@@ -1015,6 +1028,15 @@ pub fn notify_wait(notice: &WaitNotice) {
     let _ = SCOPE.try_with(|s| {
         if let Some(f) = &s.on_wait {
             f(notice);
+        }
+    });
+}
+
+/// Tells the current scope the text a streamed reply has written so far.
+pub fn notify_text(text: &str) {
+    let _ = SCOPE.try_with(|s| {
+        if let Some(f) = &s.on_text {
+            f(text);
         }
     });
 }

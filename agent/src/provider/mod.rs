@@ -12,6 +12,7 @@ mod http;
 pub mod limit;
 pub mod openai;
 pub mod pricing;
+mod sse;
 
 pub use crate::chat::{
     ChatMessage, CompletionRequest, CompletionResponse, Provider, ProviderError, Role,

@@ -31,6 +31,8 @@ pub struct OpenAiProvider {
     name: String,
     prices: PriceTable,
     max_tokens: Option<u32>,
+    /// Whether replies are asked for as event streams.
+    stream: bool,
     /// OpenAI itself wants `max_completion_tokens` (its reasoning models
     /// refuse `max_tokens`); compatible servers know only `max_tokens`.
     max_tokens_key: &'static str,
@@ -54,13 +56,19 @@ impl OpenAiProvider {
             headers.insert(AUTHORIZATION, value);
         }
         Ok(OpenAiProvider {
-            http: JsonClient::new(config.timeout, config.max_retries, config.retry_min_delay)?,
+            http: JsonClient::new(
+                super::sse::Wire::OpenAi,
+                config.timeout,
+                config.max_retries,
+                config.retry_min_delay,
+            )?,
             url: format!("{base}/chat/completions"),
             headers,
             model: config.model.clone(),
             name: format!("openai:{}", config.model),
             prices: config.prices(),
             max_tokens: config.max_tokens,
+            stream: config.stream,
             max_tokens_key: if config.base_url.is_none() {
                 "max_completion_tokens"
             } else {
@@ -103,6 +111,11 @@ impl OpenAiProvider {
         }
         if let Some(max) = request.max_tokens.or(self.max_tokens) {
             body[self.max_tokens_key] = json!(max);
+        }
+        if self.stream {
+            body["stream"] = json!(true);
+            // Without this the stream carries no token counts.
+            body["stream_options"] = json!({"include_usage": true});
         }
         body
     }
