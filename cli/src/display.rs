@@ -143,7 +143,7 @@ pub fn update_line(update: &Update) -> String {
             p.task_id,
             p.status,
             p.progress_percentage,
-            p.message,
+            progress_message(&p.message),
             if p.revision > 0 {
                 format!(" (revision {})", p.revision)
             } else {
@@ -220,6 +220,12 @@ pub fn age(from: DateTime<Utc>, now: DateTime<Utc>) -> String {
         3600..172_800 => format!("{}h", s / 3600),
         _ => format!("{}d", s / 86_400),
     }
+}
+
+/// A progress message as a watcher's line shows it: a reply being written
+/// (up to a thousand bytes, often several lines) by its last words.
+fn progress_message(message: &str) -> String {
+    swarm_client::client::written_tail(message, 110).unwrap_or_else(|| message.to_string())
 }
 
 fn clip(s: &str, n: usize) -> String {
@@ -508,6 +514,23 @@ pub fn agents_table(cards: &[swarm_common::card::AgentCard], now: DateTime<Utc>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reply_being_written_shows_on_one_line_by_its_last_words() {
+        assert_eq!(
+            progress_message("step 2: called calc"),
+            "step 2: called calc"
+        );
+        assert_eq!(
+            progress_message("writing: Two\nlines"),
+            "writing: Two lines"
+        );
+        let long = format!("writing: …{} last words", "word ".repeat(300));
+        let shown = progress_message(&long);
+        assert!(shown.starts_with("writing: …") && shown.ends_with("word last words"));
+        assert_eq!(shown.chars().count(), 110);
+        assert!(!shown.contains('\n'));
+    }
 
     #[test]
     fn short_spans_read_in_milliseconds_and_long_ones_in_seconds() {

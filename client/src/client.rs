@@ -90,6 +90,31 @@ pub enum Update {
     Report(Box<FinalReport>),
 }
 
+/// The prefix of a progress update that shows a reply being written (the
+/// worker's `writing: ` and the end of the text so far).
+pub const WRITING_PREFIX: &str = "writing: ";
+
+/// A progress message of a reply being written, on one line of at most
+/// `max` characters, by its last words (which are what is new); `None` for
+/// any other message.
+pub fn written_tail(message: &str, max: usize) -> Option<String> {
+    let text = message.strip_prefix(WRITING_PREFIX)?;
+    let words: Vec<char> = text
+        .trim_start_matches('…')
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .collect();
+    let room = max.saturating_sub(WRITING_PREFIX.len() + 1).max(1);
+    Some(if words.len() <= room && !text.starts_with('…') {
+        format!("{WRITING_PREFIX}{}", words.iter().collect::<String>())
+    } else {
+        let tail: String = words[words.len().saturating_sub(room)..].iter().collect();
+        format!("{WRITING_PREFIX}…{tail}")
+    })
+}
+
 /// Follows a swarm from its first message (a late watcher replays the
 /// history) and calls `on_update` for each, until the final report or a
 /// planning error arrives or `timeout` passes.

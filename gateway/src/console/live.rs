@@ -443,7 +443,7 @@ async fn follow_swarm(g: &Gateway, id: &str, tx: &mpsc::Sender<Event>) -> anyhow
                         timeline_due = true;
                     }
                     Some(Update::Progress(p)) if !p.message.trim().is_empty() => {
-                        let text = views::shorten(&p.message, views::LATEST_CHARS);
+                        let text = views::latest(&p.message);
                         send(event("latest", &json!({"id": p.task_id, "text": text}))).await?;
                     }
                     Some(Update::Report(r)) => {

@@ -29,7 +29,14 @@ pub fn swarm_badge(status: SwarmStatus) -> (&'static str, &'static str, &'static
     }
 }
 
-/// `text` cut to `max` characters, with an ellipsis when cut.
+/// A task's latest progress message as its row shows it: at most
+/// [`LATEST_CHARS`], on one line; a reply being written by its last words.
+pub fn latest(message: &str) -> String {
+    swarm_client::client::written_tail(message, LATEST_CHARS)
+        .unwrap_or_else(|| shorten(message, LATEST_CHARS))
+}
+
+/// `text` trimmed, and cut to `max` characters with `…` when longer.
 pub fn shorten(text: &str, max: usize) -> String {
     let text = text.trim();
     if text.chars().count() <= max {
