@@ -74,6 +74,18 @@ pub struct AgentOutcome {
     pub provider: String,
 }
 
+/// The system prompt with the skills learned earlier that fit the task.
+fn with_skills(mut prompt: String, skills: &[(String, String)]) -> String {
+    if skills.is_empty() {
+        return prompt;
+    }
+    prompt.push_str("\n\nSkills learned in earlier tasks, best first; use one when it fits:");
+    for (name, how_to) in skills {
+        prompt.push_str(&format!("\n- {}: {}", name.trim(), how_to.trim()));
+    }
+    prompt
+}
+
 /// Whether the persona may call `tool`: any tool when its list is empty.
 fn allowed(persona: &WorkerDeploymentPlan, tool: &str) -> bool {
     persona.tools.is_empty() || persona.tools.iter().any(|t| t == tool)
@@ -101,7 +113,7 @@ fn system_prompt(persona: &WorkerDeploymentPlan) -> String {
 pub const DEFAULT_GATE_CORRECTIONS: u32 = 2;
 
 pub use swarm_common::outcome::{
-    ASK_COLLABORATOR, GIVE_UP, REPORT_PROGRESS, REQUEST_INPUT, RETURN_RESULT,
+    ASK_COLLABORATOR, GIVE_UP, RECORD_SKILL, REPORT_PROGRESS, REQUEST_INPUT, RETURN_RESULT,
 };
 
 /// Asks another persona for help on a run's behalf (`ask_collaborator`):
@@ -184,6 +196,10 @@ pub struct SyntheticTools {
     /// `give_up`: ends the run `Failed` with the agent's reason, so an agent
     /// that cannot do the task says so instead of answering with its excuse.
     pub give_up: bool,
+    /// `record_skill`: becomes an [`AgentEvent::SkillRecorded`]. Offer it
+    /// only when the caller keeps skills.
+    #[serde(default)]
+    pub record_skill: bool,
 }
 
 impl Default for SyntheticTools {
@@ -193,6 +209,7 @@ impl Default for SyntheticTools {
             request_input: false,
             return_result: true,
             give_up: true,
+            record_skill: false,
         }
     }
 }
@@ -220,6 +237,9 @@ pub struct RunOptions {
     /// Who the run may ask for help: `ask_collaborator` is offered when
     /// this names at least one persona.
     pub collaboration: Option<Collaboration>,
+    /// Skills learned in earlier tasks that fit this one, for the system
+    /// prompt: (name, how-to), best first.
+    pub skills: Vec<(String, String)>,
 }
 
 impl Default for RunOptions {
@@ -234,6 +254,7 @@ impl Default for RunOptions {
             synthetic: SyntheticTools::default(),
             max_reply_tokens: None,
             collaboration: None,
+            skills: Vec::new(),
         }
     }
 }
@@ -257,6 +278,14 @@ pub enum AgentEvent {
     Waiting {
         /// The wait, as told to a person.
         message: String,
+    },
+    /// The model recorded a skill with `record_skill`, for the caller to
+    /// keep.
+    SkillRecorded {
+        /// Its name.
+        name: String,
+        /// How to do it.
+        how_to: String,
     },
     /// A streamed reply is being written ([`crate::provider::limit::notify_text`]):
     /// its latest text, for a person to watch. Never journaled; the step
@@ -344,6 +373,20 @@ struct GiveUpArgs {
     reason: String,
 }
 
+/// Arguments of `record_skill`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct RecordSkillArgs {
+    /// A short name for the skill, such as "summarise a CSV by column".
+    name: String,
+    /// How to do it, in a few sentences another agent can follow.
+    how_to: String,
+}
+
+/// The longest skill name `record_skill` takes, in characters.
+pub const MAX_SKILL_NAME_CHARS: usize = 80;
+/// The longest how-to `record_skill` takes, in bytes.
+pub const MAX_SKILL_HOW_TO_BYTES: usize = 2000;
+
 /// Arguments of `return_result`.
 #[derive(Debug, Deserialize, JsonSchema)]
 struct ReturnResultArgs {
@@ -382,6 +425,13 @@ impl SyntheticTools {
                 "Gives the final result of the task; call it once, when done.",
             ));
         }
+        if self.record_skill {
+            specs.push(synthetic_spec::<RecordSkillArgs>(
+                RECORD_SKILL,
+                "Records a skill you found while doing this task (a named how-to that would \
+                 help with similar tasks) for later tasks and missions; the task goes on.",
+            ));
+        }
         if self.give_up {
             specs.push(synthetic_spec::<GiveUpArgs>(
                 GIVE_UP,
@@ -398,6 +448,7 @@ impl SyntheticTools {
             REQUEST_INPUT => self.request_input,
             RETURN_RESULT => self.return_result,
             GIVE_UP => self.give_up,
+            RECORD_SKILL => self.record_skill,
             _ => false,
         }
     }
@@ -771,7 +822,7 @@ async fn converse(
     // same run (the journal's) asks with the same numbers.
     let mut asks = 0;
     let mut messages = vec![
-        ChatMessage::system(system_prompt(&task.persona)),
+        ChatMessage::system(with_skills(system_prompt(&task.persona), &options.skills)),
         ChatMessage::user(render_task_message(task)),
     ];
     let mut corrections = 0;
@@ -846,6 +897,29 @@ async fn converse(
                                 percentage: a.percentage.map(|p| p.min(100)),
                             });
                             format!("progress reported: {}", a.message)
+                        }),
+                        RECORD_SKILL => parse_synthetic::<RecordSkillArgs>(call).and_then(|a| {
+                            let name = a.name.trim().to_string();
+                            let how_to = a.how_to.trim().to_string();
+                            if name.is_empty() || how_to.is_empty() {
+                                return Err(ToolError::InvalidArguments(
+                                    "a skill needs a name and a how_to".into(),
+                                ));
+                            }
+                            if name.chars().count() > MAX_SKILL_NAME_CHARS
+                                || how_to.len() > MAX_SKILL_HOW_TO_BYTES
+                            {
+                                return Err(ToolError::InvalidArguments(format!(
+                                    "a skill's name is at most {MAX_SKILL_NAME_CHARS} \
+                                         characters and its how_to at most \
+                                         {MAX_SKILL_HOW_TO_BYTES} bytes"
+                                )));
+                            }
+                            run.event(AgentEvent::SkillRecorded {
+                                name: name.clone(),
+                                how_to,
+                            });
+                            Ok(format!("skill recorded: {name}"))
                         }),
                         REQUEST_INPUT => match parse_synthetic::<RequestInputArgs>(call) {
                             Ok(a) => {

@@ -29,6 +29,7 @@ pub mod proto;
 pub mod replan;
 pub mod schema;
 mod seed;
+pub mod skill;
 pub mod state;
 pub mod subjects;
 pub mod timestamp;

@@ -25,13 +25,18 @@ pub const GIVE_UP: &str = "give_up";
 /// that failed fails the mission as any task does.
 pub const ASK_COLLABORATOR: &str = "ask_collaborator";
 
+/// The synthetic tool with which an agent records a skill it found (a
+/// named how-to) for later tasks ([`crate::skill`]).
+pub const RECORD_SKILL: &str = "record_skill";
+
 /// Every synthetic tool: calls of these are the loop's own, not work.
-pub const SYNTHETIC_TOOLS: [&str; 5] = [
+pub const SYNTHETIC_TOOLS: [&str; 6] = [
     REPORT_PROGRESS,
     REQUEST_INPUT,
     RETURN_RESULT,
     GIVE_UP,
     ASK_COLLABORATOR,
+    RECORD_SKILL,
 ];
 
 /// The first tool step that failed and that no later call of the same tool

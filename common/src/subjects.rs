@@ -81,6 +81,10 @@ pub const PUSH_BUCKET: &str = "a2a-push";
 /// endpoint and model (16 hex digits of the SHA-256 of both).
 pub const MODEL_LIMITS_BUCKET: &str = "model-limits";
 
+/// KV bucket of the skills agents learned, `<scope>.<slug of the name>`
+/// ([`crate::skill`]).
+pub const SKILLS_BUCKET: &str = "skills";
+
 /// Durable consumer the boss replicas share to plan accepted missions.
 pub const PLANNER_CONSUMER: &str = "boss-planner";
 /// Durable consumer the boss replicas share to render final reports.

@@ -52,6 +52,8 @@ pub struct Infra {
     pub agents: kv::Store,
     /// The model limits the workers share.
     pub model_limits: kv::Store,
+    /// The skills agents learned ([`swarm_common::skill`]).
+    pub skills: kv::Store,
 }
 
 fn setup_err(what: &str, e: impl Into<crate::Cause>) -> RuntimeError {
@@ -71,7 +73,7 @@ const GIB: i64 = 1 << 30;
 /// | approval requests and questions, A2A push notification configs | `SWARM_REQUESTS_DAYS` | 30 days |
 /// | agent cards (refreshed while their replicas run) | none | 30 seconds |
 /// | the model limits of an endpoint no worker called | none | 1 day |
-/// | agent memory (shared notes outlive missions) | `SWARM_MEMORY_DAYS` | 90 days |
+/// | agent memory (shared notes outlive missions) and learned skills | `SWARM_MEMORY_DAYS` | 90 days |
 /// | dead letters, the missions stream | `SWARM_RETENTION_DAYS` | 30 days |
 /// | bytes of the A2AP stream (the oldest messages go first) | `SWARM_A2AP_MAX_GB` | the server's store limit |
 /// | bytes of each other stream or bucket (new missions are refused past it; the oldest dead letters go first) | `SWARM_BUCKET_MAX_GB` | the server's store limit |
@@ -480,6 +482,21 @@ impl Infra {
             mode,
         )
         .await?;
+        // Skills live as long as memory; a scope holds at most MAX_SKILLS
+        // of a few KiB each.
+        let skills = ensure_kv(
+            &js,
+            kv::Config {
+                max_value_size: 8 * 1024,
+                ..bucket(
+                    subjects::SKILLS_BUCKET,
+                    "Skills agents learned, by <scope>.<name>",
+                    keep.memory,
+                )
+            },
+            mode,
+        )
+        .await?;
         let reports = match js.get_object_store(subjects::REPORTS_BUCKET).await {
             Ok(store) => store,
             Err(_) => {
@@ -513,6 +530,7 @@ impl Infra {
             pushes,
             agents,
             model_limits,
+            skills,
         })
     }
 

@@ -811,6 +811,38 @@ async fn the_gateway_reads_decides_for_its_callers_and_pushes_and_nothing_else()
         c.refused_publish("$KV.model-limits.e1").await;
         c.errors.lock().unwrap().clear();
     }
+    // Skills: a worker records, lists and scores them with the book it
+    // runs; no other role writes the bucket.
+    {
+        use swarm_common::skill::{self, LearnedSkill};
+        worker.errors.lock().unwrap().clear();
+        let kv = worker
+            .js()
+            .get_key_value(subjects::SKILLS_BUCKET)
+            .await
+            .unwrap();
+        let book = swarm_worker::skillbook::SkillBook::new(kv);
+        let key = book
+            .record(LearnedSkill::new(
+                skill::DEFAULT_SCOPE,
+                "Check permissions",
+                "Try each subject as each user.",
+                "s1",
+                "t1",
+                chrono::Utc::now(),
+            ))
+            .await
+            .unwrap();
+        book.score(std::slice::from_ref(&key), true).await;
+        let all = book.all(skill::DEFAULT_SCOPE).await.unwrap();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].score, skill::INITIAL_SCORE + skill::PASS_GAIN);
+        worker.clean();
+    }
+    for c in [&client, &gateway, &manager, &boss] {
+        c.refused_publish("$KV.skills.deployment.x").await;
+        c.errors.lock().unwrap().clear();
+    }
     client
         .refused_publish("$JS.API.CONSUMER.MSG.NEXT.A2AP.gateway-push")
         .await;

@@ -46,6 +46,8 @@ pub(crate) struct Ctx {
     /// The skills on this worker's card: its pool's configured ones, then
     /// one per tool.
     pub(crate) skills: Vec<String>,
+    /// The skills agents learned, offered to tasks and scored by them.
+    pub(crate) learned: crate::skillbook::SkillBook,
 }
 
 impl Ctx {
@@ -107,6 +109,7 @@ impl Ctx {
             approver,
             questions: Default::default(),
             remotes: crate::remote::Remotes::new(config.remote.clone())?,
+            learned: crate::skillbook::SkillBook::new(infra.skills.clone()),
         })
     }
 

@@ -418,6 +418,11 @@ impl Pacer {
                     format!("gate {} failed: {}", v.gate, v.reason)
                 },
             ),
+            AgentEvent::SkillRecorded { name, .. } => Update::new(
+                TaskStatus::InProgress,
+                self.last_pct,
+                format!("recorded skill: {name}"),
+            ),
             // Answered above.
             AgentEvent::Writing { .. } => return None,
         };
@@ -439,6 +444,17 @@ pub fn writing_message(tail: &str, len: usize) -> String {
         format!("writing: …{tail}")
     } else {
         format!("writing: {tail}")
+    }
+}
+
+/// Whether a task that ended `status` raises (`Some(true)`) or lowers the
+/// scores of the skills it used; `None` while it has no verdict (waiting
+/// for a person, cancelled).
+pub fn skill_verdict(status: TaskStatus) -> Option<bool> {
+    match status {
+        TaskStatus::Completed => Some(true),
+        TaskStatus::Failed => Some(false),
+        _ => None,
     }
 }
 

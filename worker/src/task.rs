@@ -13,10 +13,11 @@ use swarm_agent::{
     agent_loop::{AgentEvent, AgentOutcome, Collaboration, RunOptions, SyntheticTools, run_agent},
     provider::{Provider, limit},
 };
+use swarm_common::skill;
 use swarm_common::{Envelope, ErrorBody, GateVerdict, TaskAssignment, TaskStatus};
 use swarm_runtime::wire;
 use tokio::sync::{mpsc, watch};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::ctx::Ctx;
 use crate::decide::{self, Finish, PROGRESS_EVERY, Start};
@@ -136,20 +137,52 @@ async fn run(
         max_steps: a.max_steps,
         max_result_bytes: a.max_result_bytes,
     };
+    // A remote agent runs its own loop: it is offered no skills.
+    let offered = if a.persona.a2a_url.is_none() {
+        ctx.learned
+            .offered(
+                skill::DEFAULT_SCOPE,
+                &format!("{} {}", a.title, a.description),
+            )
+            .await
+    } else {
+        Vec::new()
+    };
+    let hints: Vec<(String, String)> = offered
+        .iter()
+        .map(|s| (s.name.clone(), s.how_to.clone()))
+        .collect();
     let (tx, mut rx) = mpsc::unbounded_channel::<AgentEvent>();
     let forward = async {
         let mut pacer = decide::Pacer::new(Instant::now());
+        let mut recorded = Vec::new();
         while let Some(event) = rx.recv().await {
+            if let AgentEvent::SkillRecorded { name, how_to } = &event {
+                let new = skill::LearnedSkill::new(
+                    skill::DEFAULT_SCOPE,
+                    name,
+                    how_to,
+                    &env.swarm_id,
+                    &a.task_id,
+                    chrono::Utc::now(),
+                );
+                match ctx.learned.record(new).await {
+                    Ok(key) => recorded.push(key),
+                    Err(e) => {
+                        warn!(error = %e, skill = %name, "a recorded skill could not be kept")
+                    }
+                }
+            }
             if let Some(update) = pacer.update(event, a.max_steps, Instant::now()) {
                 outbox::progress(ctx, env, update).await;
             }
         }
-        pacer.announced()
+        (pacer.announced(), recorded)
     };
     let rounds = async {
         // Boxed: the agent loop's future is tens of KiB, and each wrapper
         // around it (timeout, join, select) would otherwise move it.
-        let rounds = Box::pin(run_rounds(ctx, env, task, delivered, &tx));
+        let rounds = Box::pin(run_rounds(ctx, env, task, delivered, &hints, &tx));
         let outcome = tokio::time::timeout(ctx.task_timeout, rounds).await;
         drop(tx);
         outcome
@@ -166,19 +199,33 @@ async fn run(
             () = tokio::time::sleep(PROGRESS_EVERY) => {}
         }
         outbox::progress(ctx, env, decide::started(&a.task_id, &ctx.agent_id)).await;
-        let (outcome, _) = run.await;
-        (outcome, true)
+        let (outcome, (_, recorded)) = run.await;
+        (outcome, (true, recorded))
     };
-    Ok(tokio::select! {
-        (outcome, announced) = both => Some(match outcome {
+    let ran = tokio::select! {
+        (outcome, (announced, recorded)) = both => Some((match outcome {
             Ok(result) => {
                 let (outcome, gate_verdicts) = result?;
                 Ran { outcome, gate_verdicts, announced }
             }
             Err(_) => Ran::failed(ctx, decide::overran(ctx.task_timeout), announced),
-        }),
+        }, recorded)),
         Ok(_) = cancel.wait_for(|c| *c) => None,
-    })
+    };
+    let Some((ran, recorded)) = ran else {
+        return Ok(None);
+    };
+    // The skills this task was offered or found rise with a result that
+    // passed its gates and fall with one that failed; a task waiting for a
+    // person has no verdict yet.
+    if let Some(passed) = decide::skill_verdict(ran.outcome.status) {
+        let mut keys: Vec<String> = offered.iter().map(skill::LearnedSkill::key).collect();
+        keys.extend(recorded);
+        keys.sort();
+        keys.dedup();
+        ctx.learned.score(&keys, passed).await;
+    }
+    Ok(Some(ran))
 }
 
 /// The dependencies' results: those the manager sent along, and the others
@@ -238,6 +285,7 @@ async fn run_rounds(
     env: &Envelope<TaskAssignment>,
     mut task: AgentTask,
     delivered: i64,
+    skills: &[(String, String)],
     events: &mpsc::UnboundedSender<AgentEvent>,
 ) -> anyhow::Result<(AgentOutcome, Vec<GateVerdict>)> {
     let a = &env.body;
@@ -308,8 +356,10 @@ async fn run_rounds(
             swarm_id: Some(env.swarm_id.clone()),
             synthetic: SyntheticTools {
                 request_input: true,
+                record_skill: true,
                 ..Default::default()
             },
+            skills: skills.to_vec(),
             collaboration: collaboration.clone(),
             ..Default::default()
         };
