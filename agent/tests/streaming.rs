@@ -41,7 +41,14 @@ const ANSWER: &str = "The report has three parts: the findings, the risks and th
 
 #[tokio::test]
 async fn openai_streams_text_as_it_is_written_and_counts_its_tokens() {
-    let server = Server::start(vec![Reply::text(ANSWER).usage(31, 17)]).await;
+    // Events 60 ms apart: each growth is told (they are told at most every
+    // 50 ms).
+    let server = Server::start(vec![
+        Reply::text(ANSWER)
+            .usage(31, 17)
+            .trickled(Duration::from_millis(60)),
+    ])
+    .await;
     let provider = OpenAiProvider::new(&server.openai("gpt-4o-mini")).unwrap();
     let (reply, seen) = watched(provider.complete(request())).await;
     let reply = reply.unwrap();

@@ -1134,45 +1134,41 @@ pub fn anthropic_events(
         ),
         event("ping", json!({"type": "ping"})),
     ];
-    let mut index = 0;
+    // One content block: its start, its deltas, its stop.
+    let mut blocks: Vec<(Value, Vec<Value>)> = Vec::new();
     if !text.is_empty() {
-        events.push(event(
-            "content_block_start",
-            json!({"type": "content_block_start", "index": index,
-                   "content_block": {"type": "text", "text": ""}}),
-        ));
-        for p in pieces(text) {
-            events.push(event(
-                "content_block_delta",
-                json!({"type": "content_block_delta", "index": index,
-                       "delta": {"type": "text_delta", "text": p}}),
-            ));
-        }
-        events.push(event(
-            "content_block_stop",
-            json!({"type": "content_block_stop", "index": index}),
-        ));
-        index += 1;
+        let deltas = pieces(text)
+            .into_iter()
+            .map(|p| json!({"type": "text_delta", "text": p}))
+            .collect();
+        blocks.push((json!({"type": "text", "text": ""}), deltas));
     }
     for (id, name, args) in calls {
+        let args = args.to_string();
+        let deltas = halves(&args)
+            .into_iter()
+            .map(|half| json!({"type": "input_json_delta", "partial_json": half}))
+            .collect();
+        blocks.push((
+            json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
+            deltas,
+        ));
+    }
+    for (index, (block, deltas)) in blocks.into_iter().enumerate() {
         events.push(event(
             "content_block_start",
-            json!({"type": "content_block_start", "index": index,
-                   "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+            json!({"type": "content_block_start", "index": index, "content_block": block}),
         ));
-        let args = args.to_string();
-        for half in halves(&args) {
+        for delta in deltas {
             events.push(event(
                 "content_block_delta",
-                json!({"type": "content_block_delta", "index": index,
-                       "delta": {"type": "input_json_delta", "partial_json": half}}),
+                json!({"type": "content_block_delta", "index": index, "delta": delta}),
             ));
         }
         events.push(event(
             "content_block_stop",
             json!({"type": "content_block_stop", "index": index}),
         ));
-        index += 1;
     }
     events.push(event(
         "message_delta",

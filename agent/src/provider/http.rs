@@ -248,6 +248,12 @@ impl JsonClient {
         });
         let mut events = std::pin::pin!(bytes.eventsource());
         let mut assembler = Assembler::new(self.wire);
+        // Told at most this often: a watcher's updates are paced slower
+        // still, and a server sending a flood of tiny events then costs a
+        // copy of the text per interval, not per event.
+        const TELL_EVERY: Duration = Duration::from_millis(50);
+        let mut told: Option<std::time::Instant> = None;
+        let mut untold = false;
         while let Some(event) = events.next().await {
             let event = match event {
                 Ok(event) => event,
@@ -266,6 +272,11 @@ impl JsonClient {
             match assembler.feed(&event.event, &event.data) {
                 Ok(fed) => {
                     if fed.grew {
+                        untold = true;
+                    }
+                    if untold && told.is_none_or(|at| at.elapsed() >= TELL_EVERY) {
+                        told = Some(std::time::Instant::now());
+                        untold = false;
                         limit::notify_text(assembler.text());
                     }
                     if fed.done {
@@ -279,6 +290,10 @@ impl JsonClient {
                     return Err(fail(error));
                 }
             }
+        }
+        // The whole text is told last, however soon after the one before.
+        if untold {
+            limit::notify_text(assembler.text());
         }
         assembler.finish().map_err(fail)
     }

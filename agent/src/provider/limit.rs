@@ -646,8 +646,8 @@ pub type EventHook = Arc<dyn Fn(&LimitEvent) + Send + Sync>;
 /// Called when a model call in a [`CallScope`] waits for the limit.
 pub type WaitHook = Arc<dyn Fn(&WaitNotice) + Send + Sync>;
 
-/// Told the text of a streamed reply each time it grows: all of it so far
-/// (a retried call starts again from nothing).
+/// Told the text of a streamed reply as it grows (at most every 50 ms, and
+/// once whole): all of it so far (a retried call starts again from nothing).
 pub type TextHook = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// A [`CallLimiter`] over a [`LimitStore`]: each call reads the endpoint's
