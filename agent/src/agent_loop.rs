@@ -473,6 +473,9 @@ struct Run<'a> {
     usage: Usage,
     cost_usd: f64,
     gate_verdicts: Vec<GateVerdict>,
+    /// Skills recorded with `record_skill`, held to
+    /// [`swarm_common::skill::MAX_RECORDED_PER_TASK`].
+    skills_recorded: usize,
 }
 
 /// How a conversation ended well.
@@ -493,6 +496,7 @@ impl<'a> Run<'a> {
             usage: Usage::default(),
             cost_usd: 0.0,
             gate_verdicts: Vec::new(),
+            skills_recorded: 0,
         }
     }
 
@@ -915,6 +919,13 @@ async fn converse(
                                          {MAX_SKILL_HOW_TO_BYTES} bytes"
                                 )));
                             }
+                            if run.skills_recorded >= swarm_common::skill::MAX_RECORDED_PER_TASK {
+                                return Err(ToolError::InvalidArguments(format!(
+                                    "a task records at most {} skills",
+                                    swarm_common::skill::MAX_RECORDED_PER_TASK
+                                )));
+                            }
+                            run.skills_recorded += 1;
                             run.event(AgentEvent::SkillRecorded {
                                 name: name.clone(),
                                 how_to,

@@ -192,6 +192,22 @@ fn planning_prompt(tool_names: &[String], limits: &Limits, depth: u32) -> String
     )
 }
 
+/// The planner's question: the mission, and the skills learned earlier
+/// that fit it.
+fn mission_message(mission: &str, skills: &[(String, String)]) -> String {
+    let mut text = format!("The mission:\n{mission}");
+    if !skills.is_empty() {
+        text.push_str(
+            "\n\nSkills learned in earlier missions, best first; plan tasks that use them \
+             where they fit (the workers are offered them too):",
+        );
+        for (name, how_to) in skills {
+            text.push_str(&format!("\n- {name}: {how_to}"));
+        }
+    }
+    text
+}
+
 /// Asks `provider` for a plan for `mission` whose workers use only
 /// `tool_names`, within `limits`. A reply that is not a valid plan gets its
 /// problems sent back, and the model tries again, up to `max_attempts`
@@ -203,16 +219,18 @@ pub async fn plan_with_provider(
     limits: &Limits,
     max_attempts: u32,
 ) -> Result<SwarmDeploymentPlan, ErrorBody> {
-    plan_with_provider_at(provider, mission, tool_names, limits, 0, max_attempts).await
+    plan_with_provider_at(provider, mission, tool_names, &[], limits, 0, max_attempts).await
 }
 
 /// [`plan_with_provider`] for a swarm `depth` levels below a mission's own
-/// (a child swarm's): sub-managers are offered only while child swarms may
-/// nest deeper.
+/// (a child swarm's; sub-managers are offered only while child swarms may
+/// nest deeper), told the `skills` (name, how-to) learned in earlier
+/// missions that fit this one, best first.
 pub async fn plan_with_provider_at(
     provider: &dyn Provider,
     mission: &str,
     tool_names: &[String],
+    skills: &[(String, String)],
     limits: &Limits,
     depth: u32,
     max_attempts: u32,
@@ -220,7 +238,7 @@ pub async fn plan_with_provider_at(
     let max_attempts = max_attempts.max(1);
     let mut messages = vec![
         ChatMessage::system(planning_prompt(tool_names, limits, depth)),
-        ChatMessage::user(format!("The mission:\n{mission}")),
+        ChatMessage::user(mission_message(mission, skills)),
     ];
     let mut last_problem = String::new();
     for attempt in 1..=max_attempts {

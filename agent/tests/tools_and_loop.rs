@@ -573,6 +573,7 @@ async fn a_model_reviews_results_and_summarizes_the_mission() {
     );
 
     let outcome = swarm_common::TaskOutcome {
+        skills: Default::default(),
         child_swarm: None,
         task_id: "t1".into(),
         title: "Count".into(),

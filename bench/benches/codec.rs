@@ -19,6 +19,7 @@ use swarm_common::{
 
 fn assignment() -> TaskAssignment {
     TaskAssignment {
+        skills_scope: None,
         tasks: Vec::new(),
         child: None,
         token: String::new(),
@@ -60,6 +61,7 @@ fn assignment() -> TaskAssignment {
 
 fn submission() -> ResultSubmission {
     ResultSubmission {
+        skills: Default::default(),
         artifacts: Vec::new(),
         token: String::new(),
         task_id: "t17".into(),

@@ -19,6 +19,7 @@ fn report(n: usize) -> FinalReport {
     let start = Utc::now();
     let task_results = (0..n)
         .map(|i| TaskOutcome {
+            skills: Default::default(),
             child_swarm: None,
             task_id: format!("t{i}"),
             title: format!("Echo step {i}"),
@@ -45,6 +46,7 @@ fn report(n: usize) -> FinalReport {
         })
         .collect();
     FinalReport {
+        skills: Default::default(),
         trace_id: None,
         overall_status: SwarmStatus::Completed,
         mission: "benchmark chain".into(),

@@ -139,6 +139,8 @@ impl Children {
             max_cost_usd: budget.max_cost_usd.map(|m| (m - a.spent_cost_usd).max(0.0)),
             plan: child.plan.map(|p| *p),
             protocol_version: None,
+            // A child swarm learns in its parent's scope.
+            skills_scope: a.skills_scope.clone(),
         };
         let record = MissionRecord {
             swarm_id: child_id.clone(),

@@ -1,7 +1,8 @@
-//! The desk: the only writer of the `approvals` and `inputs` buckets.
+//! The desk: the only writer of the `approvals` and `inputs` buckets, and
+//! the one remover of learned skills.
 //!
 //! Workers record the approval requests and questions their tasks wait on,
-//! and close them; people approve, deny and answer. Each sends a
+//! and close them; people approve, deny and answer, and remove a skill. Each sends a
 //! [`DeskRequest`] on `swarm.desk.<user>.<action>`; the production config
 //! lets a NATS user publish only under its own name, so the subject says who
 //! asks. The desk refuses an action the user's role may not take (only
@@ -174,8 +175,37 @@ impl Desk {
                 self.answer(&swarm_id, &task_id, &text, &signed(&by, user))
                     .await
             }
+            DeskRequest::RemoveSkill { key, by } => {
+                self.remove_skill(&key, &signed(&by, user)).await
+            }
         };
         reply.unwrap_or_else(|refusal| refusal)
+    }
+
+    /// Removes the learned skill at `key` (a person's curation: workers can
+    /// record, but no client may write the bucket).
+    async fn remove_skill(&self, key: &str, by: &str) -> Result<DeskReply, DeskReply> {
+        if key.is_empty() || key.len() > 200 || key.split('.').count() != 2 {
+            return Err(refused(
+                ErrorCode::ValidationFailed,
+                "a skill's key is <scope>.<name>, as `swarm skills` lists it",
+            ));
+        }
+        let book = swarm_runtime::skills::SkillBook::new(self.infra.skills.clone());
+        match book.remove(key).await {
+            Ok(Some(skill)) => {
+                info!(key, by, "learned skill removed");
+                Ok(DeskReply::Skill(skill))
+            }
+            Ok(None) => Err(refused(
+                ErrorCode::NotFound,
+                format!("no learned skill {key}"),
+            )),
+            Err(e) => Err(refused(
+                ErrorCode::Internal,
+                format!("the skill could not be removed: {e}"),
+            )),
+        }
     }
 
     /// The status of a swarm, from its state or else its mission record.

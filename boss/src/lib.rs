@@ -199,6 +199,7 @@ pub async fn run(config: BossConfig, shutdown: impl Future<Output = ()>) -> anyh
         tool_names: config.tool_names.clone(),
         card_tools: Default::default(),
         provider: config.planner.clone(),
+        skills: swarm_runtime::skills::SkillBook::new(infra.skills.clone()),
     });
 
     let service = client

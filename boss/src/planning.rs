@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use async_nats::jetstream::{self, AckKind};
 use chrono::Utc;
+use swarm_common::skill;
 use swarm_common::{
     Envelope, ErrorBody, ErrorCode, ErrorMessage, Limits, SeedPlanFields, SwarmDeployment,
     SwarmDeploymentPlan,
@@ -34,6 +35,8 @@ pub struct Planner {
     pub card_tools: CardTools,
     /// The model that plans; `None`: the offline planner.
     pub provider: Option<std::sync::Arc<dyn swarm_agent::provider::Provider>>,
+    /// The skills learned in earlier missions, for the model's plans.
+    pub skills: swarm_runtime::skills::SkillBook,
 }
 
 impl Planner {
@@ -120,10 +123,27 @@ impl Planner {
             Some(p) => explicit_plan(p),
             None => match &self.provider {
                 Some(provider) => {
+                    // The skills learned in earlier missions that fit this
+                    // one; the offline planner's rules have no use for them.
+                    let skills: Vec<(String, String)> = self
+                        .skills
+                        .best(
+                            request
+                                .skills_scope
+                                .as_deref()
+                                .unwrap_or(skill::DEFAULT_SCOPE),
+                            &request.mission,
+                            skill::FOR_PLANNER,
+                        )
+                        .await
+                        .into_iter()
+                        .map(|s| (s.name, s.how_to))
+                        .collect();
                     match swarm_agent::planner::plan_with_provider_at(
                         provider.as_ref(),
                         &request.mission,
                         &tool_names,
+                        &skills,
                         &self.limits,
                         record.parent.as_ref().map_or(0, |p| p.depth),
                         3,
@@ -358,6 +378,7 @@ async fn deploy_in_span(
         accepted_at: record.accepted_at,
         deadline: record.accepted_at + max_execution,
         trace_id: swarm_runtime::trace::current_trace_id(),
+        skills_scope: request.skills_scope.clone(),
     };
     let env = Envelope::new(
         agent_id,

@@ -149,6 +149,8 @@ struct PageView {
     insights: Vec<String>,
     counts: Vec<CountView>,
     metrics: Vec<MetricView>,
+    /// The learned skills the tasks recorded and were offered.
+    skills: Vec<SkillView>,
     plan: Option<PlanView>,
     /// Failed tasks first, then cancelled ones, then the rest, each group in
     /// plan order.
@@ -296,6 +298,42 @@ struct TaskView {
     gates_failed: usize,
 }
 
+/// One learned skill of the report, with the tasks that recorded it and
+/// those that were offered it.
+#[derive(Debug, Serialize)]
+struct SkillView {
+    name: String,
+    key: String,
+    learned_by: Vec<LinkView>,
+    used_by: Vec<LinkView>,
+}
+
+/// The report's skills in its order, each with its tasks (linked).
+fn skill_views(report: &FinalReport, anchors: &BTreeMap<&str, String>) -> Vec<SkillView> {
+    let link = |t: &TaskOutcome| LinkView {
+        id: t.task_id.clone(),
+        anchor: anchors.get(t.task_id.as_str()).cloned(),
+    };
+    let tasks_with = |key: &str, pick: fn(&TaskOutcome) -> &[swarm_common::skill::SkillRef]| {
+        report
+            .task_results
+            .iter()
+            .filter(|t| pick(t).iter().any(|r| r.key == key))
+            .map(link)
+            .collect()
+    };
+    let mut all = report.skills.learned.clone();
+    swarm_common::skill::merge(&mut all, &report.skills.used);
+    all.into_iter()
+        .map(|r| SkillView {
+            learned_by: tasks_with(&r.key, |t| &t.skills.learned),
+            used_by: tasks_with(&r.key, |t| &t.skills.used),
+            name: r.name,
+            key: r.key,
+        })
+        .collect()
+}
+
 /// A reference to another task, linked when the report has it.
 #[derive(Debug, Serialize)]
 struct LinkView {
@@ -379,6 +417,7 @@ impl PageView {
             insights: report.insights.clone(),
             counts: task_counts(&report.task_results),
             metrics: metric_views(&report.metrics),
+            skills: skill_views(report, &task_anchors),
             plan,
             tasks,
             tasks_reordered,
@@ -1008,6 +1047,7 @@ mod tests {
 
     fn outcome(id: &str, status: TaskStatus) -> TaskOutcome {
         TaskOutcome {
+            skills: Default::default(),
             child_swarm: None,
             task_id: id.to_string(),
             title: format!("Title of {id}"),
@@ -1077,6 +1117,7 @@ mod tests {
         write.asked_by = Some("analyse_data".to_string());
 
         let report = FinalReport {
+            skills: Default::default(),
             trace_id: None,
             overall_status: SwarmStatus::Failed,
             mission: "Compare three rust web frameworks".to_string(),
@@ -1169,6 +1210,33 @@ mod tests {
     }
 
     #[test]
+    fn learned_skills_are_listed_with_their_tasks() {
+        let (mut report, plan) = fixture();
+        assert!(!render(&report, Some(&plan)).contains("Learned skills"));
+        let csv = swarm_common::skill::SkillRef {
+            key: "deployment.read-a-csv".into(),
+            name: "Read a <CSV>".into(),
+        };
+        let old = swarm_common::skill::SkillRef {
+            key: "deployment.cite-sources".into(),
+            name: "Cite sources".into(),
+        };
+        report.task_results[0].skills.learned = vec![csv.clone()];
+        report.task_results[1].skills.used = vec![csv.clone(), old.clone()];
+        report.skills.learned = vec![csv];
+        report.skills.used = vec![old];
+        let html = render(&report, Some(&plan));
+        assert!(html.contains("Learned skills"));
+        assert!(html.contains("Read a &lt;CSV&gt;"), "names are escaped");
+        assert!(html.contains("deployment.cite-sources"));
+        assert!(
+            html.contains("an earlier mission"),
+            "a skill learned before"
+        );
+        assert!(html.contains(r##"href="#skills""##));
+    }
+
+    #[test]
     fn worker_output_is_escaped() {
         let (report, plan) = fixture();
         let html = render(&report, Some(&plan));
@@ -1202,6 +1270,7 @@ mod tests {
     #[test]
     fn empty_report_renders() {
         let report = FinalReport {
+            skills: Default::default(),
             trace_id: None,
             overall_status: SwarmStatus::TimedOut,
             mission: String::new(),
@@ -1285,6 +1354,7 @@ mod tests {
     /// A report of `tasks` with the given status, started at 12:40:00.000.
     fn report_of(status: SwarmStatus, tasks: Vec<TaskOutcome>) -> FinalReport {
         FinalReport {
+            skills: Default::default(),
             trace_id: None,
             overall_status: status,
             mission: "Summarise the notes".to_string(),

@@ -21,6 +21,7 @@ fn at(h: u32, m: u32, s: u32, ms: u32) -> DateTime<Utc> {
 
 fn task(id: &str, status: TaskStatus) -> TaskOutcome {
     TaskOutcome {
+        skills: Default::default(),
         child_swarm: None,
         task_id: id.to_string(),
         title: format!("Title of {id}"),
@@ -46,6 +47,7 @@ fn task(id: &str, status: TaskStatus) -> TaskOutcome {
 /// A report of `tasks` with the given status, started at 12:40:00.000.
 fn report(status: SwarmStatus, tasks: Vec<TaskOutcome>) -> FinalReport {
     FinalReport {
+        skills: Default::default(),
         trace_id: None,
         overall_status: status,
         mission: "Summarise the notes".to_string(),

@@ -443,6 +443,22 @@ pub fn approvals_table(records: &[ApprovalRecord], width: Option<u16>) -> String
     table(&APPROVAL_COLUMNS, records, width)
 }
 
+const SKILL_COLUMNS: [Column<swarm_common::skill::LearnedSkill>; 6] = [
+    ("KEY", Fit::Whole, |s| s.key()),
+    ("SCORE", Fit::Whole, |s| s.score.to_string()),
+    ("PASSED", Fit::Optional(2), |s| s.passes.to_string()),
+    ("FAILED", Fit::Optional(2), |s| s.fails.to_string()),
+    ("FROM", Fit::Optional(1), |s| {
+        format!("{}/{}", s.swarm_id, s.task_id)
+    }),
+    ("HOW TO", Fit::Shrink, |s| s.how_to.clone()),
+];
+
+/// `swarm skills`' table.
+pub fn skills_table(skills: &[swarm_common::skill::LearnedSkill], width: Option<u16>) -> String {
+    table(&SKILL_COLUMNS, skills, width)
+}
+
 /// A short account of a final report.
 pub fn report_summary(report: &FinalReport) -> String {
     let mut out = format!(
@@ -454,6 +470,21 @@ pub fn report_summary(report: &FinalReport) -> String {
     }
     for i in &report.insights {
         out.push_str(&format!("  - {i}\n"));
+    }
+    let names = |refs: &[swarm_common::skill::SkillRef]| {
+        refs.iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    if !report.skills.learned.is_empty() {
+        out.push_str(&format!(
+            "skills learned: {}\n",
+            names(&report.skills.learned)
+        ));
+    }
+    if !report.skills.used.is_empty() {
+        out.push_str(&format!("skills used: {}\n", names(&report.skills.used)));
     }
     for t in &report.task_results {
         out.push_str(&format!(

@@ -41,6 +41,15 @@ fn after_help() -> String {
 }
 
 #[derive(Debug, Subcommand)]
+enum SkillsAction {
+    /// Remove a learned skill (at the boss's desk: the approver's right).
+    Remove {
+        /// Its key, as `swarm skills` lists it (`<scope>.<name>`).
+        key: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum Command {
     /// Submit a mission; with --wait, follow it to its final report.
     Mission {
@@ -58,6 +67,10 @@ enum Command {
         /// How long the swarm may run.
         #[arg(long)]
         max_minutes: Option<u32>,
+        /// The scope of learned skills the mission is offered and records
+        /// (default: the deployment's, `deployment`).
+        #[arg(long)]
+        skills_scope: Option<String>,
         /// Follow the mission to its final report (exit code: see below).
         #[arg(long)]
         wait: bool,
@@ -149,6 +162,17 @@ enum Command {
         /// Print what was removed as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// List the skills agents learned (best first in each scope), or remove one.
+    Skills {
+        /// Only this scope's (a mission's `skills_scope`; `deployment` by default).
+        #[arg(long)]
+        scope: Option<String>,
+        /// Print a JSON array of the skills.
+        #[arg(long)]
+        json: bool,
+        #[command(subcommand)]
+        action: Option<SkillsAction>,
     },
     /// List approval requests of destructive tool calls (pending ones of running swarms unless --all).
     Approvals {
@@ -382,6 +406,7 @@ async fn run(command: Command, conn: &Connection) -> anyhow::Result<Exit> {
             plan,
             mission_id,
             max_minutes,
+            skills_scope,
             wait,
             timeout,
             out,
@@ -409,6 +434,9 @@ async fn run(command: Command, conn: &Connection) -> anyhow::Result<Exit> {
             }
             if max_minutes.is_some() {
                 request.max_execution_minutes = max_minutes;
+            }
+            if skills_scope.is_some() {
+                request.skills_scope = skills_scope;
             }
             let nc = conn.connect().await?;
             let reply = client::submit(&nc, &request, Duration::from_secs(15)).await?;
@@ -575,6 +603,35 @@ async fn run(command: Command, conn: &Connection) -> anyhow::Result<Exit> {
             )
             .await?;
             Ok(Exit::of_status(report.overall_status))
+        }
+        Command::Skills {
+            scope,
+            json,
+            action: None,
+        } => {
+            let nc = conn.connect().await?;
+            let skills = client::skills(&nc, scope.as_deref()).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&skills)?);
+            } else if skills.is_empty() {
+                println!("no learned skills");
+            } else {
+                print!(
+                    "{}",
+                    display::skills_table(&skills, display::stdout_width())
+                );
+            }
+            Ok(Exit::Completed)
+        }
+        Command::Skills {
+            action: Some(SkillsAction::Remove { key }),
+            ..
+        } => {
+            let nc = conn.connect().await?;
+            let by = std::env::var("USER").unwrap_or_else(|_| "swarm-cli".into());
+            let removed = client::remove_skill_as(&nc, &conn.desk_user(), &key, &by).await?;
+            println!("removed {} (score {})", removed.key(), removed.score);
+            Ok(Exit::Completed)
         }
         Command::Approvals { all, json } => {
             let nc = conn.connect().await?;

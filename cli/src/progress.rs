@@ -285,6 +285,7 @@ mod tests {
     fn result(task: &str, status: TaskStatus) -> Update {
         let now = Utc::now();
         Update::Result(ResultSubmission {
+            skills: Default::default(),
             artifacts: Vec::new(),
             token: String::new(),
             task_id: task.into(),

@@ -73,6 +73,9 @@ pub async fn submit(
 }
 
 /// One thing that happened to a swarm, as a watcher sees it.
+// A watcher holds one update at a time: a boxed result would cost an
+// allocation per update and save nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Update {
     /// The swarm was deployed with these tasks (ids, in plan order).
@@ -663,6 +666,38 @@ pub async fn answer_as(
     };
     match swarm_runtime::desk::call(client, user, &request, DESK_PATIENCE).await? {
         DeskReply::Question(record) => Ok(record),
+        DeskReply::Refused(e) => bail!("{}", e.message),
+        other => bail!("the desk answered {other:?}"),
+    }
+}
+
+/// The learned skills ([`swarm_common::skill`]) of `scope`, or of every
+/// scope, by scope then score (highest first).
+pub async fn skills(
+    client: &Client,
+    scope: Option<&str>,
+) -> anyhow::Result<Vec<swarm_common::skill::LearnedSkill>> {
+    let kv = async_nats::jetstream::new(client.clone())
+        .get_key_value(subjects::SKILLS_BUCKET)
+        .await
+        .context("opening the skills bucket (has `swarm setup` run?)")?;
+    swarm_runtime::skills::SkillBook::new(kv).list(scope).await
+}
+
+/// Asks the boss's desk, as NATS user `user`, to remove the learned skill
+/// at `key`; `by` names the person for the log. Returns the skill removed.
+pub async fn remove_skill_as(
+    client: &Client,
+    user: &str,
+    key: &str,
+    by: &str,
+) -> anyhow::Result<swarm_common::skill::LearnedSkill> {
+    let request = DeskRequest::RemoveSkill {
+        key: key.to_owned(),
+        by: by.to_owned(),
+    };
+    match swarm_runtime::desk::call(client, user, &request, DESK_PATIENCE).await? {
+        DeskReply::Skill(skill) => Ok(skill),
         DeskReply::Refused(e) => bail!("{}", e.message),
         other => bail!("the desk answered {other:?}"),
     }

@@ -149,6 +149,14 @@ pub enum DeskRequest {
         /// Who answers (a name for the record; the NATS user is added).
         by: String,
     },
+    /// A person: remove a learned skill ([`crate::skill`]) from KV `skills`.
+    RemoveSkill {
+        /// Its key (`<scope>.<slug>`, as `swarm skills` lists it).
+        key: String,
+        /// Who removes it (a name for the log; the NATS user is added).
+        #[serde(default)]
+        by: String,
+    },
 }
 
 /// Who may ask for an action of the desk.
@@ -170,13 +178,16 @@ impl DeskRequest {
             DeskRequest::AskQuestion { .. } => "ask_question",
             DeskRequest::CloseQuestion { .. } => "close_question",
             DeskRequest::Answer { .. } => "answer",
+            DeskRequest::RemoveSkill { .. } => "remove_skill",
         }
     }
 
     /// Who may ask for it.
     pub fn role(&self) -> DeskRole {
         match self {
-            DeskRequest::Decide { .. } | DeskRequest::Answer { .. } => DeskRole::Approver,
+            DeskRequest::Decide { .. }
+            | DeskRequest::Answer { .. }
+            | DeskRequest::RemoveSkill { .. } => DeskRole::Approver,
             _ => DeskRole::Worker,
         }
     }
@@ -193,6 +204,8 @@ pub enum DeskReply {
     Approvals(Vec<ApprovalRecord>),
     /// The question as it now stands.
     Question(InputRecord),
+    /// The skill as it stood when it was removed.
+    Skill(crate::skill::LearnedSkill),
     /// Refused, and why.
     Refused(crate::ErrorBody),
 }

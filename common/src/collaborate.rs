@@ -189,6 +189,7 @@ mod tests {
     fn state(tasks: Vec<TaskState>) -> SwarmState {
         let now = chrono::Utc::now();
         SwarmState {
+            skills_scope: None,
             trace_id: None,
             success_criteria: Vec::new(),
             changes: Vec::new(),

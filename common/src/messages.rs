@@ -890,6 +890,10 @@ pub struct SwarmDeployment {
     /// traces: the manager keeps it in the swarm's state and its report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
+    /// The scope of the learned skills its tasks are offered and record
+    /// (`None`: [`crate::skill::DEFAULT_SCOPE`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills_scope: Option<String>,
 }
 
 impl Payload for SwarmDeployment {
@@ -919,6 +923,8 @@ impl<'de> Deserialize<'de> for SwarmDeployment {
             failure: Option<String>,
             #[serde(default)]
             trace_id: Option<String>,
+            #[serde(default)]
+            skills_scope: Option<String>,
         }
         let mut w = OnWire::deserialize(d)?;
         w.plan.adopt_seed_fields();
@@ -949,6 +955,7 @@ impl<'de> Deserialize<'de> for SwarmDeployment {
             parent: w.parent,
             failure: w.failure,
             trace_id: w.trace_id,
+            skills_scope: w.skills_scope,
         })
     }
 }
@@ -1037,6 +1044,10 @@ pub struct TaskAssignment {
     /// fields above; the list is for seed peers.
     #[serde(default)]
     pub tasks: Vec<TaskDefinition>,
+    /// The scope of the learned skills the task is offered and records
+    /// (`None`: [`crate::skill::DEFAULT_SCOPE`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills_scope: Option<String>,
 }
 
 impl Payload for TaskAssignment {
@@ -1146,6 +1157,48 @@ pub struct ResultSubmission {
     /// The token of the assignment this answers ([`TaskAssignment::token`]).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub token: String,
+    /// The learned skills the task was offered and those it recorded
+    /// ([`crate::skill`]): the manager moves their scores by its verdict.
+    #[serde(default, skip_serializing_if = "SkillsUsed::is_empty")]
+    pub skills: SkillsUsed,
+}
+
+/// The learned skills a task was offered (`used`) and those it recorded
+/// (`learned`), in a result, a task's state and the report.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SkillsUsed {
+    /// Offered in its system prompt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub used: Vec<crate::skill::SkillRef>,
+    /// Recorded with `record_skill`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub learned: Vec<crate::skill::SkillRef>,
+}
+
+impl SkillsUsed {
+    /// Whether it names no skill.
+    pub fn is_empty(&self) -> bool {
+        self.used.is_empty() && self.learned.is_empty()
+    }
+
+    /// Adds what `other` names that this does not.
+    pub fn merge(&mut self, other: &SkillsUsed) {
+        crate::skill::merge(&mut self.used, &other.used);
+        crate::skill::merge(&mut self.learned, &other.learned);
+    }
+
+    /// The keys of every skill named, once each.
+    pub fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .used
+            .iter()
+            .chain(&self.learned)
+            .map(|r| r.key.clone())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
 }
 
 impl Payload for ResultSubmission {
@@ -1237,6 +1290,9 @@ pub struct TaskOutcome {
     /// ([`crate::collaborate`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub asked_by: Option<String>,
+    /// The learned skills its versions were offered and recorded.
+    #[serde(default, skip_serializing_if = "SkillsUsed::is_empty")]
+    pub skills: SkillsUsed,
 }
 
 /// How a swarm stands; in the final report, how it went.
@@ -1310,6 +1366,9 @@ pub struct FinalReport {
     /// The mission's trace (32 lowercase hex digits), when it was traced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
+    /// The learned skills the tasks were offered and recorded, once each.
+    #[serde(default, skip_serializing_if = "SkillsUsed::is_empty")]
+    pub skills: SkillsUsed,
 }
 
 impl Payload for FinalReport {

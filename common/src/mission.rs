@@ -44,6 +44,11 @@ pub struct MissionRequest {
     /// The A2AP version the caller speaks (also accepted as the `A2ap-Version` header).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol_version: Option<String>,
+    /// The scope of learned skills the mission's tasks and planner are
+    /// offered and its tasks record ([`crate::skill`]); none: the
+    /// deployment's, [`crate::skill::DEFAULT_SCOPE`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills_scope: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for MissionRequest {
@@ -67,6 +72,8 @@ impl<'de> Deserialize<'de> for MissionRequest {
             plan: Option<SwarmDeploymentPlan>,
             #[serde(default)]
             protocol_version: Option<String>,
+            #[serde(default)]
+            skills_scope: Option<String>,
         }
         let mut w = OnWire::deserialize(d)?;
         let (original_task, minutes, swarm_id) = match &mut w.plan {
@@ -95,6 +102,7 @@ impl<'de> Deserialize<'de> for MissionRequest {
             max_cost_usd: w.max_cost_usd,
             plan: w.plan,
             protocol_version: w.protocol_version,
+            skills_scope: w.skills_scope,
         })
     }
 }
@@ -111,6 +119,7 @@ impl MissionRequest {
             max_cost_usd: None,
             plan: None,
             protocol_version: None,
+            skills_scope: None,
         }
     }
 }
@@ -302,6 +311,14 @@ fn check_request(r: &MissionRequest, limits: &Limits) -> Result<(), ErrorBody> {
         return Err(ErrorBody::new(
             ErrorCode::ValidationFailed,
             "max_tokens must be positive",
+        ));
+    }
+    if let Some(scope) = &r.skills_scope
+        && (scope.trim().is_empty() || scope.len() > 64)
+    {
+        return Err(ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            "skills_scope must be 1 to 64 bytes",
         ));
     }
     if let Some(plan) = &r.plan {

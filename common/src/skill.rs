@@ -3,12 +3,16 @@
 //! at [`INITIAL_SCORE`]; each task that was offered it (or recorded it)
 //! moves its score up by [`PASS_GAIN`] when the task's result passed its
 //! gates, down by [`FAIL_LOSS`] when it failed. The best-scored skills that
-//! fit a new task ([`best`]) go into the worker's system prompt.
+//! fit a new task ([`best`]) go into the worker's system prompt and the
+//! boss's planner. The manager moves the scores when it judges a version of
+//! a result (its gates and review), once per version: the verdict's id is
+//! kept with the skill ([`LearnedSkill::scored`]).
 //!
 //! **Invariant:** a scope holds at most [`MAX_SKILLS`] skills and a score
 //! stays within 0..=100.
 
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The scope of a deployment's skills when a mission names none.
@@ -24,9 +28,34 @@ pub const FAIL_LOSS: u8 = 15;
 pub const MAX_SKILLS: usize = 200;
 /// How many skills a task is offered.
 pub const OFFERED: usize = 3;
+/// How many skills one task may record.
+pub const MAX_RECORDED_PER_TASK: usize = 5;
+/// How many verdict ids a skill keeps, so a verdict applied again (a
+/// manager's replay) moves its score once.
+pub const RECENT_VERDICTS: usize = 32;
+/// How many skills the boss's planner is given for a mission.
+pub const FOR_PLANNER: usize = 5;
+
+/// A skill named in a result or report: its key and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+pub struct SkillRef {
+    /// Its key in KV `skills` (`<scope>.<slug>`).
+    pub key: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// Adds to `into` each of `from` it does not hold yet (by key).
+pub fn merge(into: &mut Vec<SkillRef>, from: &[SkillRef]) {
+    for r in from {
+        if !into.iter().any(|have| have.key == r.key) {
+            into.push(r.clone());
+        }
+    }
+}
 
 /// One learned skill, as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LearnedSkill {
     /// Its name, as the agent gave it.
     pub name: String,
@@ -45,9 +74,15 @@ pub struct LearnedSkill {
     /// Tasks whose result failed with it.
     pub fails: u32,
     /// When it was recorded.
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub recorded_at: DateTime<Utc>,
     /// When its score last moved.
+    #[schemars(schema_with = "crate::timestamp::schema")]
     pub updated_at: DateTime<Utc>,
+    /// The latest verdicts that moved its score, at most
+    /// [`RECENT_VERDICTS`], newest last.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verdicts: Vec<String>,
 }
 
 impl LearnedSkill {
@@ -71,6 +106,15 @@ impl LearnedSkill {
             fails: 0,
             recorded_at: now,
             updated_at: now,
+            verdicts: Vec::new(),
+        }
+    }
+
+    /// How results and reports name it.
+    pub fn reference(&self) -> SkillRef {
+        SkillRef {
+            key: self.key(),
+            name: self.name.clone(),
         }
     }
 
@@ -79,8 +123,17 @@ impl LearnedSkill {
         key(&self.scope, &self.name)
     }
 
-    /// Moves its score for a task that `passed` (or failed) with it.
-    pub fn scored(&mut self, passed: bool, now: DateTime<Utc>) {
+    /// Moves its score for the version of a result judged `verdict` that
+    /// `passed` (or failed) with it; a verdict it has counted already
+    /// changes nothing (`false`).
+    pub fn scored(&mut self, passed: bool, verdict: &str, now: DateTime<Utc>) -> bool {
+        if self.verdicts.iter().any(|v| v == verdict) {
+            return false;
+        }
+        if self.verdicts.len() >= RECENT_VERDICTS {
+            self.verdicts.remove(0);
+        }
+        self.verdicts.push(verdict.to_string());
         if passed {
             self.score = self.score.saturating_add(PASS_GAIN).min(100);
             self.passes = self.passes.saturating_add(1);
@@ -89,6 +142,7 @@ impl LearnedSkill {
             self.fails = self.fails.saturating_add(1);
         }
         self.updated_at = now;
+        true
     }
 }
 
@@ -132,6 +186,11 @@ pub fn scope_token(scope: &str) -> String {
     } else {
         token
     }
+}
+
+/// The id of the verdict on one version of a task's result.
+pub fn verdict_id(swarm_id: &str, task_id: &str, attempt: u32, revision: u32) -> String {
+    format!("{swarm_id}/{task_id}/a{attempt}/r{revision}")
 }
 
 /// The key of the skill `name` in `scope`.
@@ -179,18 +238,34 @@ mod tests {
     #[test]
     fn scores_move_with_outcomes_and_stay_in_bounds() {
         let mut s = skill("x", "y", INITIAL_SCORE);
-        s.scored(true, Utc::now());
+        assert!(s.scored(true, "v1", Utc::now()));
         assert_eq!((s.score, s.passes), (60, 1));
-        s.scored(false, Utc::now());
+        assert!(!s.scored(true, "v1", Utc::now()), "a verdict counts once");
+        assert_eq!((s.score, s.passes), (60, 1));
+        assert!(s.scored(false, "v2", Utc::now()));
         assert_eq!((s.score, s.fails), (45, 1));
-        for _ in 0..10 {
-            s.scored(true, Utc::now());
+        for i in 0..10 {
+            s.scored(true, &format!("p{i}"), Utc::now());
         }
         assert_eq!(s.score, 100);
-        for _ in 0..10 {
-            s.scored(false, Utc::now());
+        for i in 0..40 {
+            s.scored(false, &format!("f{i}"), Utc::now());
         }
         assert_eq!(s.score, 0);
+        assert_eq!(
+            s.verdicts.len(),
+            RECENT_VERDICTS,
+            "the ids kept are bounded"
+        );
+    }
+
+    #[test]
+    fn merged_references_are_kept_once() {
+        let a = skill("A", "x", 50).reference();
+        let b = skill("B", "x", 50).reference();
+        let mut into = vec![a.clone()];
+        merge(&mut into, &[b.clone(), a.clone()]);
+        assert_eq!(into, [a, b]);
     }
 
     #[test]

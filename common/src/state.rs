@@ -90,12 +90,16 @@ pub struct TaskState {
     /// The asks for help this task made, accepted or refused.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub asks: Vec<crate::collaborate::AskRecord>,
+    /// The learned skills its versions were offered and recorded.
+    #[serde(default, skip_serializing_if = "crate::messages::SkillsUsed::is_empty")]
+    pub skills: crate::messages::SkillsUsed,
 }
 
 impl TaskState {
     /// A task of `definition` that has not started, in `pool` at `priority`.
     pub fn pending(definition: TaskDefinition, pool: String, priority: u32) -> TaskState {
         TaskState {
+            skills: Default::default(),
             definition,
             status: TaskStatus::Pending,
             pool,
@@ -202,6 +206,10 @@ pub struct SwarmState {
     /// when it was traced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
+    /// The scope of learned skills its tasks are offered and record, from
+    /// its deployment (`None`: [`crate::skill::DEFAULT_SCOPE`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills_scope: Option<String>,
 }
 
 impl SwarmState {

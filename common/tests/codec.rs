@@ -137,6 +137,7 @@ fn budget() -> swarm_common::MissionBudget {
 
 fn deployment() -> SwarmDeployment {
     SwarmDeployment {
+        skills_scope: None,
         trace_id: None,
         failure: None,
         parent: None,
@@ -155,6 +156,7 @@ fn deployment() -> SwarmDeployment {
 
 fn assignment() -> TaskAssignment {
     TaskAssignment {
+        skills_scope: None,
         tasks: Vec::new(),
         child: None,
         token: String::new(),
@@ -201,6 +203,7 @@ fn progress() -> ProgressUpdate {
 
 fn submission() -> ResultSubmission {
     ResultSubmission {
+        skills: Default::default(),
         artifacts: Vec::new(),
         token: String::new(),
         task_id: "t2".into(),
@@ -236,6 +239,7 @@ fn submission() -> ResultSubmission {
 
 fn outcome() -> TaskOutcome {
     TaskOutcome {
+        skills: Default::default(),
         child_swarm: None,
         task_id: "t2".into(),
         title: "Count the words".into(),
@@ -265,6 +269,7 @@ fn outcome() -> TaskOutcome {
 
 fn report() -> FinalReport {
     FinalReport {
+        skills: Default::default(),
         trace_id: None,
         overall_status: SwarmStatus::Completed,
         mission: "count the words in notes.txt".into(),
@@ -298,6 +303,7 @@ fn control() -> Control {
 
 fn swarm_state() -> SwarmState {
     SwarmState {
+        skills_scope: None,
         trace_id: None,
         success_criteria: Vec::new(),
         changes: Vec::new(),
@@ -312,6 +318,7 @@ fn swarm_state() -> SwarmState {
         workers: vec![persona()],
         planner: "offline-planner".into(),
         tasks: vec![TaskState {
+            skills: Default::default(),
             replanning: false,
             fallback_for: None,
             definition: task_definition(),
@@ -378,6 +385,7 @@ fn swarm_state() -> SwarmState {
 
 fn mission_request() -> MissionRequest {
     MissionRequest {
+        skills_scope: None,
         mission: "count the words in notes.txt".into(),
         mission_id: Some("mission-42".into()),
         max_execution_minutes: Some(30),

@@ -574,12 +574,14 @@ mod tests {
             .unwrap()
             .with_timezone(&Utc);
         FinalReport {
+            skills: Default::default(),
             trace_id: None,
             overall_status: status,
             mission: "m".into(),
             summary: summary.into(),
             insights: vec![],
             task_results: vec![TaskOutcome {
+                skills: Default::default(),
                 task_id: "t1".into(),
                 title: "Count words".into(),
                 description: "d".into(),

@@ -59,7 +59,7 @@ use swarm_common::{
 use tracing::{debug, error, info, warn};
 
 use crate::index::Indexed;
-use crate::machine::{self, Command, Event};
+use crate::machine::{self, Command, Event, SkillScore};
 
 /// How long a swarm's state write may wait for the next events of the same
 /// swarm, so a chain of quick tasks costs one write per many hops instead of
@@ -299,6 +299,9 @@ pub enum Effect {
     Deadline(Option<DateTime<Utc>>),
     /// The swarm has ended and its report is out: it needs no actor.
     Retire,
+    /// Move learned skills' scores by the batch's verdicts (counted once
+    /// per verdict by each skill).
+    ScoreSkills(Vec<SkillScore>),
 }
 
 /// Something to do whose answer is the driver's next input.
@@ -429,6 +432,8 @@ struct Attempt {
     commands: Vec<Command>,
     assigns: Vec<Assignment>,
     finalize: bool,
+    /// The skills' scores the events move.
+    scores: Vec<SkillScore>,
     /// The assignments went out with (or before) the write.
     sent: bool,
 }
@@ -995,7 +1000,7 @@ impl<P> Driver<P> {
             self.cache = None;
             return self.attempt(now, out);
         }
-        (a.assigns, a.finalize) = split(std::mem::take(&mut a.commands));
+        (a.assigns, a.finalize, a.scores) = split(std::mem::take(&mut a.commands));
         let hot = (batch.only_results && !a.fresh) || a.new_swarm;
         let defer = batch.defer;
         let Some(c) = self.cache.as_mut() else {
@@ -1187,6 +1192,11 @@ impl<P> Driver<P> {
                 marked.iter().map(|&i| events[i].seq).collect(),
             ));
         }
+        // The verdicts of events applied, stored or held: should the state
+        // be lost, the events come again and the same verdicts count once.
+        if !attempt.scores.is_empty() {
+            out.effects.push(Effect::ScoreSkills(attempt.scores));
+        }
         self.settle(out);
         let dirty = self
             .cache
@@ -1366,10 +1376,12 @@ fn deadline(state: &SwarmState) -> Effect {
 }
 
 /// Splits a round's commands into its assignments, one each (an assignment
-/// owed twice in a batch goes out once), and whether the report is owed.
-fn split(commands: Vec<Command>) -> (Vec<Assignment>, bool) {
+/// owed twice in a batch goes out once), whether the report is owed, and
+/// the skills' scores to move.
+fn split(commands: Vec<Command>) -> (Vec<Assignment>, bool, Vec<SkillScore>) {
     let mut seen = HashSet::new();
     let mut finalize = false;
+    let mut scores = Vec::new();
     let mut assigns = Vec::with_capacity(commands.len());
     for c in commands {
         match c {
@@ -1387,9 +1399,10 @@ fn split(commands: Vec<Command>) -> (Vec<Assignment>, bool) {
                 }
             }
             Command::Finalize => finalize = true,
+            Command::ScoreSkills(score) => scores.push(score),
         }
     }
-    (assigns, finalize)
+    (assigns, finalize, scores)
 }
 
 /// How an event is named in logs and dead letters.

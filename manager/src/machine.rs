@@ -91,6 +91,21 @@ pub enum Command {
     },
     /// Build and publish the one final report.
     Finalize,
+    /// Move the scores of learned skills by the verdict on one version of
+    /// a task's result ([`swarm_common::skill`]).
+    ScoreSkills(SkillScore),
+}
+
+/// The verdict on one version of a result, for the skills it used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkillScore {
+    /// The skills' keys.
+    pub keys: Vec<String>,
+    /// Whether the version passed its gates and review.
+    pub passed: bool,
+    /// The verdict's id ([`swarm_common::skill::verdict_id`]): a skill
+    /// counts it once, however often it is applied.
+    pub verdict: String,
 }
 
 /// What applying an event did.
@@ -142,6 +157,7 @@ pub fn deploy(
         sub_managers: d.plan.sub_managers.clone(),
         parent: d.parent.clone(),
         trace_id: d.trace_id.clone(),
+        skills_scope: d.skills_scope.clone(),
     });
     if let Some(why) = &d.failure {
         state.status = SwarmStatus::Failed;
@@ -444,10 +460,22 @@ fn on_result(
     task.worker_id = Some(sub.worker_id.clone());
     // What the models cost counts whether or not the result is accepted.
     add_usage(state, &sub.metrics);
+    let verdict =
+        swarm_common::skill::verdict_id(&state.swarm_id, &sub.task_id, sub.attempt, sub.revision);
     let task = &mut state.tasks[i];
     if let Some(d) = sub.metrics.get("deliveries") {
         task.redeliveries += (*d as u32).saturating_sub(1);
     }
+    task.skills.merge(&sub.skills);
+    let score = |passed: bool, commands: &mut Vec<Command>| {
+        if !sub.skills.is_empty() {
+            commands.push(Command::ScoreSkills(SkillScore {
+                keys: sub.skills.keys(),
+                passed,
+                verdict: verdict.clone(),
+            }));
+        }
+    };
     if sub.status != TaskStatus::Completed {
         let error = sub.error.clone().unwrap_or_else(|| {
             ErrorBody::new(
@@ -455,6 +483,11 @@ fn on_result(
                 "the worker reported a failure without a reason",
             )
         });
+        // A fault that may pass (a provider's outage) or a cancel says
+        // nothing of the skills the version used.
+        if !error.retriable && error.code != ErrorCode::Cancelled {
+            score(false, commands);
+        }
         return fail_or_revise(state, i, &error, now, commands);
     }
     // The worker's own gate checks come first: they are the audit trail of
@@ -475,6 +508,7 @@ fn on_result(
         .map(|v| v.reason.clone())
         .collect();
     task.gate_verdicts.extend(verdicts);
+    score(failures.is_empty(), commands);
     if failures.is_empty() {
         task.status = TaskStatus::Completed;
         task.completed_at = Some(now);
@@ -1472,6 +1506,7 @@ fn assignment(state: &Indexed, t: &TaskState) -> Command {
                 depth: state.depth() + 1,
             }),
             collaborators,
+            skills_scope: state.skills_scope.clone(),
         }),
     }
 }

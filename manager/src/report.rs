@@ -41,6 +41,7 @@ pub fn build(
                 _ => (full, false),
             };
             TaskOutcome {
+                skills: t.skills.clone(),
                 task_id: t.definition.task_id.clone(),
                 title: t.definition.title.clone(),
                 description: t.definition.description.clone(),
@@ -64,7 +65,12 @@ pub fn build(
         })
         .collect();
     let completed_at = state.completed_at.unwrap_or(now);
+    let mut skills = swarm_common::SkillsUsed::default();
+    for t in &state.tasks {
+        skills.merge(&t.skills);
+    }
     FinalReport {
+        skills,
         trace_id: state.trace_id.clone(),
         overall_status: state.status,
         mission: state.mission.clone(),
@@ -385,6 +391,7 @@ mod tests {
 
     fn report(status: SwarmStatus) -> FinalReport {
         let outcome = |id: &str, status: TaskStatus, result: &str| TaskOutcome {
+            skills: Default::default(),
             asked_by: None,
             task_id: id.into(),
             title: format!("title {id}"),
@@ -406,6 +413,7 @@ mod tests {
             child_swarm: None,
         };
         FinalReport {
+            skills: Default::default(),
             trace_id: None,
             overall_status: status,
             mission: "m".into(),

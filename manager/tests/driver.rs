@@ -99,6 +99,7 @@ fn result(task_id: &str, attempt: u32, seq: u64) -> Decoded {
         replan: false,
         seq,
         submission: Box::new(ResultSubmission {
+            skills: Default::default(),
             artifacts: Vec::new(),
             token: String::new(),
             task_id: task_id.into(),
@@ -244,6 +245,14 @@ fn show_effect(e: &Effect) -> String {
         Effect::Deadline(Some(_)) => "track deadline".into(),
         Effect::Deadline(None) => "forget deadline".into(),
         Effect::Retire => "retire".into(),
+        Effect::ScoreSkills(scores) => format!(
+            "score {}",
+            list(scores.iter().map(|s| format!(
+                "{}{}",
+                if s.passed { "+" } else { "-" },
+                s.verdict
+            )))
+        ),
     }
 }
 

@@ -30,13 +30,14 @@ fn assigned(cmds: &[Command]) -> Vec<(String, u32, u32)> {
                 assignment.attempt,
                 assignment.revision,
             )),
-            Command::Finalize => None,
+            Command::Finalize | Command::ScoreSkills(_) => None,
         })
         .collect()
 }
 
 fn result(task_id: &str, attempt: u32, revision: u32, text: &str) -> ResultSubmission {
     ResultSubmission {
+        skills: Default::default(),
         artifacts: Vec::new(),
         token: String::new(),
         task_id: task_id.into(),
@@ -89,7 +90,7 @@ fn chain_and_fan_out_run_in_dependency_order() {
             assert_eq!(pool, "code");
             assert_eq!(msg_id, "s1.a.a1.r0");
         }
-        Command::Finalize => panic!("no report yet"),
+        Command::Finalize | Command::ScoreSkills(_) => panic!("no report yet"),
     }
     let out = submit(&mut s, 10, result("a", 1, 0, "A"));
     assert!(out.changed);
@@ -183,7 +184,7 @@ fn gate_failure_asks_for_a_revision_with_the_reason() {
     assert_eq!(assigned(&out.commands), vec![("a".into(), 1, 1)]);
     let feedback = match &out.commands[0] {
         Command::Assign { assignment, .. } => assignment.feedback.clone(),
-        Command::Finalize => unreachable!(),
+        Command::Finalize | Command::ScoreSkills(_) => unreachable!(),
     };
     assert!(feedback[0].contains("at most 10 bytes"), "{feedback:?}");
     // A late copy of revision 0 is stale.
@@ -369,7 +370,7 @@ fn a_model_reviewer_rejection_becomes_a_revision_with_its_feedback() {
             assignment.feedback,
             vec!["cite the file you counted".to_string()]
         ),
-        Command::Finalize => unreachable!(),
+        Command::Finalize | Command::ScoreSkills(_) => unreachable!(),
     }
     let a = s.task("a").unwrap();
     assert!(
@@ -386,7 +387,7 @@ fn a_spent_budget_ends_the_mission_failed_with_the_reason() {
     let (mut s, cmds) = machine::deploy("s1", &d, 1, now());
     match &cmds[0] {
         Command::Assign { assignment, .. } => assert_eq!(assignment.budget.max_tokens, Some(1000)),
-        Command::Finalize => unreachable!(),
+        Command::Finalize | Command::ScoreSkills(_) => unreachable!(),
     }
     let mut r = result("a", 1, 0, "A");
     r.metrics.insert("input_tokens".into(), 900.0);
@@ -663,7 +664,7 @@ fn a_pointer_into_a_json_result_decides_the_condition() {
                     .map(|c| c.task_id.clone())
                     .collect(),
             ),
-            Command::Finalize => None,
+            Command::Finalize | Command::ScoreSkills(_) => None,
         })
         .unwrap();
     assert_eq!(ctx, vec!["check"]);

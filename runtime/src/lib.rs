@@ -18,6 +18,7 @@ pub mod infra;
 pub mod metrics;
 pub mod retry;
 pub mod shutdown;
+pub mod skills;
 pub mod telemetry;
 pub mod trace;
 pub mod version;

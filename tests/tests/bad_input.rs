@@ -342,6 +342,7 @@ async fn garbage_on_a2ap_subjects_becomes_dead_letters_and_nothing_stops() {
 fn deployment_at_version(swarm_id: &str, version: &str) -> (HeaderMap, Bytes) {
     let now = chrono::Utc::now();
     let body = swarm_common::SwarmDeployment {
+        skills_scope: None,
         trace_id: None,
         failure: None,
         parent: None,

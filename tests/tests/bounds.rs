@@ -233,6 +233,7 @@ async fn a_plan_that_bypassed_intake_is_bounded_by_the_gate_builders() {
     t.gates = vec![GateSpec::JsonSchema { schema: nested(90) }];
     let now = chrono::Utc::now();
     let deployment = SwarmDeployment {
+        skills_scope: None,
         trace_id: None,
         failure: None,
         parent: None,

@@ -447,6 +447,13 @@ async fn each_role_does_its_part_and_nothing_else() {
     worker
         .refused_publish(&subjects::desk("worker", "decide"))
         .await;
+    // Removing a learned skill is the approver's, as deciding is.
+    client
+        .refused_publish(&subjects::desk("client", "remove_skill"))
+        .await;
+    worker
+        .refused_publish(&subjects::desk("worker", "remove_skill"))
+        .await;
     worker
         .refused_publish(&subjects::desk("client", "decide"))
         .await;
@@ -478,6 +485,14 @@ async fn each_role_does_its_part_and_nothing_else() {
         )
         .await
         .unwrap();
+    approver
+        .client
+        .publish(
+            subjects::desk("approver", "remove_skill"),
+            Bytes::from_static(b"{}"),
+        )
+        .await
+        .unwrap();
     worker
         .client
         .publish(
@@ -487,19 +502,20 @@ async fn each_role_does_its_part_and_nothing_else() {
         .await
         .unwrap();
     let mut got = Vec::new();
-    for _ in 0..2 {
+    for _ in 0..3 {
         let msg = tokio::time::timeout(Duration::from_secs(5), desk.next())
             .await
             .unwrap()
             .unwrap();
         got.push(msg.subject.to_string());
     }
-    // Two connections: either may arrive first.
+    // Two connections: either's may arrive first.
     got.sort();
     assert_eq!(
         got,
         [
             "swarm.desk.approver.decide",
+            "swarm.desk.approver.remove_skill",
             "swarm.desk.worker.ask_approval"
         ]
     );
@@ -811,17 +827,21 @@ async fn the_gateway_reads_decides_for_its_callers_and_pushes_and_nothing_else()
         c.refused_publish("$KV.model-limits.e1").await;
         c.errors.lock().unwrap().clear();
     }
-    // Skills: a worker records, lists and scores them with the book it
-    // runs; no other role writes the bucket.
+    // Skills: a worker records and lists them, the manager scores them,
+    // the boss lists them for its planner and removes one at its desk, a
+    // client lists them, each with the book its role runs; no client
+    // writes the bucket.
     {
         use swarm_common::skill::{self, LearnedSkill};
-        worker.errors.lock().unwrap().clear();
-        let kv = worker
-            .js()
-            .get_key_value(subjects::SKILLS_BUCKET)
-            .await
-            .unwrap();
-        let book = swarm_worker::skillbook::SkillBook::new(kv);
+        use swarm_runtime::skills::SkillBook;
+        let book_of = |c: &Conn| {
+            let js = c.js();
+            async move { SkillBook::new(js.get_key_value(subjects::SKILLS_BUCKET).await.unwrap()) }
+        };
+        for c in [&worker, &manager, &boss, &client] {
+            c.errors.lock().unwrap().clear();
+        }
+        let book = book_of(&worker).await;
         let key = book
             .record(LearnedSkill::new(
                 skill::DEFAULT_SCOPE,
@@ -833,13 +853,30 @@ async fn the_gateway_reads_decides_for_its_callers_and_pushes_and_nothing_else()
             ))
             .await
             .unwrap();
-        book.score(std::slice::from_ref(&key), true).await;
-        let all = book.all(skill::DEFAULT_SCOPE).await.unwrap();
-        assert_eq!(all.len(), 1);
-        assert_eq!(all[0].score, skill::INITIAL_SCORE + skill::PASS_GAIN);
+        assert_eq!(book.all(skill::DEFAULT_SCOPE).await.unwrap().len(), 1);
         worker.clean();
+        let scorer = book_of(&manager).await;
+        scorer
+            .score(std::slice::from_ref(&key), true, "s1/t1/a1/r0")
+            .await;
+        manager.clean();
+        let listed = book_of(&client).await.list(None).await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].score, skill::INITIAL_SCORE + skill::PASS_GAIN);
+        client.clean();
+        let remover = book_of(&boss).await;
+        assert_eq!(
+            remover
+                .best(skill::DEFAULT_SCOPE, "check permissions", 5)
+                .await
+                .len(),
+            1
+        );
+        assert!(remover.remove(&key).await.unwrap().is_some());
+        assert!(book.list(None).await.unwrap().is_empty());
+        boss.clean();
     }
-    for c in [&client, &gateway, &manager, &boss] {
+    for c in [&client, &gateway] {
         c.refused_publish("$KV.skills.deployment.x").await;
         c.errors.lock().unwrap().clear();
     }

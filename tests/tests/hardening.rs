@@ -31,6 +31,7 @@ fn forged_report(swarm_id: &str, summary: &str) -> Envelope<FinalReport> {
         swarm_id,
         swarm_id,
         FinalReport {
+            skills: Default::default(),
             trace_id: None,
             overall_status: SwarmStatus::Failed,
             mission: "forged".into(),
@@ -274,6 +275,7 @@ async fn an_event_a_manager_died_on_is_set_aside_and_fails_its_swarm() {
         id.as_str(),
         "a",
         swarm_common::ResultSubmission {
+            skills: Default::default(),
             artifacts: Vec::new(),
             token: common::token(&id, "a", 2, 0),
             task_id: "a".into(),

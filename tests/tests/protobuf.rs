@@ -38,12 +38,14 @@ fn report() -> FinalReport {
             .with_timezone(&chrono::Utc)
     };
     FinalReport {
+        skills: Default::default(),
         trace_id: None,
         overall_status: SwarmStatus::TimedOut,
         mission: "m".into(),
         summary: "s".into(),
         insights: vec!["i".into()],
         task_results: vec![TaskOutcome {
+            skills: Default::default(),
             asked_by: None,
             child_swarm: None,
             task_id: "t1".into(),

@@ -207,6 +207,7 @@ fn encoded<T: swarm_common::Payload>(body: T) -> Value {
 
 fn outcome(task_id: &str, status: TaskStatus) -> TaskOutcome {
     TaskOutcome {
+        skills: Default::default(),
         task_id: task_id.into(),
         title: task_id.into(),
         description: String::new(),
@@ -249,6 +250,7 @@ fn statuses_the_seed_lacks_travel_as_one_of_its_five_with_ours_beside() {
         .unwrap()
         .to_utc();
     let report = FinalReport {
+        skills: Default::default(),
         trace_id: None,
         overall_status: SwarmStatus::TimedOut,
         mission: "m".into(),

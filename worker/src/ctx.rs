@@ -47,7 +47,7 @@ pub(crate) struct Ctx {
     /// one per tool.
     pub(crate) skills: Vec<String>,
     /// The skills agents learned, offered to tasks and scored by them.
-    pub(crate) learned: crate::skillbook::SkillBook,
+    pub(crate) learned: swarm_runtime::skills::SkillBook,
 }
 
 impl Ctx {
@@ -109,7 +109,7 @@ impl Ctx {
             approver,
             questions: Default::default(),
             remotes: crate::remote::Remotes::new(config.remote.clone())?,
-            learned: crate::skillbook::SkillBook::new(infra.skills.clone()),
+            learned: swarm_runtime::skills::SkillBook::new(infra.skills.clone()),
         })
     }
 

@@ -447,17 +447,6 @@ pub fn writing_message(tail: &str, len: usize) -> String {
     }
 }
 
-/// Whether a task that ended `status` raises (`Some(true)`) or lowers the
-/// scores of the skills it used; `None` while it has no verdict (waiting
-/// for a person, cancelled).
-pub fn skill_verdict(status: TaskStatus) -> Option<bool> {
-    match status {
-        TaskStatus::Completed => Some(true),
-        TaskStatus::Failed => Some(false),
-        _ => None,
-    }
-}
-
 /// The update of a task still running after [`PROGRESS_EVERY`]: it started.
 /// One done by then (a tool call) goes straight to its result, so a fast
 /// task stores no progress update at all.
@@ -495,6 +484,7 @@ pub fn submission(
     let mut metrics = outcome.metrics;
     metrics.insert("deliveries".into(), delivered as f64);
     ResultSubmission {
+        skills: Default::default(),
         artifacts: artifacts(&outcome.steps),
         token: a.token.clone(),
         task_id: a.task_id.clone(),
@@ -651,6 +641,7 @@ mod tests {
 
     fn assignment() -> TaskAssignment {
         TaskAssignment {
+            skills_scope: None,
             tasks: Vec::new(),
             child: None,
             task_id: "t1".into(),

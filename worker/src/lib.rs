@@ -33,7 +33,6 @@ pub mod memory;
 mod outbox;
 mod questions;
 pub mod remote;
-pub mod skillbook;
 mod task;
 pub mod tools;
 pub mod waits;

@@ -14,7 +14,7 @@ use swarm_agent::{
     provider::{Provider, limit},
 };
 use swarm_common::skill;
-use swarm_common::{Envelope, ErrorBody, GateVerdict, TaskAssignment, TaskStatus};
+use swarm_common::{Envelope, ErrorBody, GateVerdict, SkillsUsed, TaskAssignment, TaskStatus};
 use swarm_runtime::wire;
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
@@ -57,6 +57,7 @@ pub(crate) async fn work(
         outcome,
         gate_verdicts,
         announced,
+        skills,
     }) = ran
     else {
         info!(swarm_id = %env.swarm_id, task_id = %a.task_id, "task stopped: its swarm was cancelled");
@@ -73,7 +74,7 @@ pub(crate) async fn work(
         );
     }
     in_flight.finish(outcome.status);
-    let submission = decide::submission(
+    let mut submission = decide::submission(
         a,
         &ctx.agent_id,
         delivered,
@@ -82,6 +83,8 @@ pub(crate) async fn work(
         started_at,
         completed_at,
     );
+    // The manager moves these skills' scores by its verdict on the result.
+    submission.skills = skills;
     let (status, bytes) = (submission.status, submission.result.len());
     if swarm_runtime::trace::enabled() {
         tracing::Span::current().record("swarm.status", tracing::field::debug(status));
@@ -104,6 +107,8 @@ struct Ran {
     /// Whether a watcher has seen the task at work: then it also gets a
     /// last update at 100 %.
     announced: bool,
+    /// The learned skills it was offered and recorded.
+    skills: SkillsUsed,
 }
 
 impl Ran {
@@ -113,6 +118,7 @@ impl Ran {
             outcome: decide::failed(error, ctx.provider.name()),
             gate_verdicts: Vec::new(),
             announced,
+            skills: SkillsUsed::default(),
         }
     }
 }
@@ -137,13 +143,11 @@ async fn run(
         max_steps: a.max_steps,
         max_result_bytes: a.max_result_bytes,
     };
+    let scope = a.skills_scope.as_deref().unwrap_or(skill::DEFAULT_SCOPE);
     // A remote agent runs its own loop: it is offered no skills.
     let offered = if a.persona.a2a_url.is_none() {
         ctx.learned
-            .offered(
-                skill::DEFAULT_SCOPE,
-                &format!("{} {}", a.title, a.description),
-            )
+            .offered(scope, &format!("{} {}", a.title, a.description))
             .await
     } else {
         Vec::new()
@@ -159,7 +163,7 @@ async fn run(
         while let Some(event) = rx.recv().await {
             if let AgentEvent::SkillRecorded { name, how_to } = &event {
                 let new = skill::LearnedSkill::new(
-                    skill::DEFAULT_SCOPE,
+                    scope,
                     name,
                     how_to,
                     &env.swarm_id,
@@ -167,7 +171,10 @@ async fn run(
                     chrono::Utc::now(),
                 );
                 match ctx.learned.record(new).await {
-                    Ok(key) => recorded.push(key),
+                    Ok(key) => recorded.push(skill::SkillRef {
+                        key,
+                        name: name.trim().to_string(),
+                    }),
                     Err(e) => {
                         warn!(error = %e, skill = %name, "a recorded skill could not be kept")
                     }
@@ -206,25 +213,19 @@ async fn run(
         (outcome, (announced, recorded)) = both => Some((match outcome {
             Ok(result) => {
                 let (outcome, gate_verdicts) = result?;
-                Ran { outcome, gate_verdicts, announced }
+                Ran { outcome, gate_verdicts, announced, skills: SkillsUsed::default() }
             }
             Err(_) => Ran::failed(ctx, decide::overran(ctx.task_timeout), announced),
         }, recorded)),
         Ok(_) = cancel.wait_for(|c| *c) => None,
     };
-    let Some((ran, recorded)) = ran else {
+    let Some((mut ran, learned)) = ran else {
         return Ok(None);
     };
-    // The skills this task was offered or found rise with a result that
-    // passed its gates and fall with one that failed; a task waiting for a
-    // person has no verdict yet.
-    if let Some(passed) = decide::skill_verdict(ran.outcome.status) {
-        let mut keys: Vec<String> = offered.iter().map(skill::LearnedSkill::key).collect();
-        keys.extend(recorded);
-        keys.sort();
-        keys.dedup();
-        ctx.learned.score(&keys, passed).await;
-    }
+    ran.skills = SkillsUsed {
+        used: offered.iter().map(skill::LearnedSkill::reference).collect(),
+        learned,
+    };
     Ok(Some(ran))
 }
 

@@ -283,6 +283,17 @@ async fn carry_out(
             deadlines::track(ctx, swarm_id, deadline);
             return;
         }
+        Effect::ScoreSkills(scores) => {
+            // Off the swarm's path: a score is a few compare-and-swaps, and
+            // the swarm's events need not wait for them.
+            let book = ctx.skills.clone();
+            tokio::spawn(async move {
+                for s in scores {
+                    book.score(&s.keys, s.passed, &s.verdict).await;
+                }
+            });
+            return;
+        }
         Effect::Retire => {
             // Finish what is queued, and let the next event start a new actor.
             rx.close();

@@ -122,6 +122,8 @@ struct Ctx {
     control_checks: Arc<tokio::sync::Semaphore>,
     /// Control messages found to concern a live swarm, back to the loop.
     reroute: mpsc::UnboundedSender<jetstream::Message>,
+    /// The learned skills, whose scores the verdicts move.
+    skills: Arc<swarm_runtime::skills::SkillBook>,
 }
 
 /// Look-ups of control messages that may run at once.
@@ -187,6 +189,7 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
         gate_options: config.gate_options.clone(),
         deadlines: Default::default(),
         pin_epoch: AtomicU64::new(0),
+        skills: Arc::new(swarm_runtime::skills::SkillBook::new(infra.skills.clone())),
         infra,
         a2ap,
         agent_id: config.agent_id.clone(),

@@ -330,6 +330,7 @@ async fn answer_parent(
         }
     }
     let submission = swarm_common::ResultSubmission {
+        skills: Default::default(),
         artifacts: Vec::new(),
         task_id: parent.task_id.clone(),
         status: if error.is_none() {
@@ -477,6 +478,7 @@ mod tests {
             skill: None,
         };
         swarm_common::TaskAssignment {
+            skills_scope: None,
             tasks: Vec::new(),
             child: None,
             token: String::new(),

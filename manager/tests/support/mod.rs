@@ -32,6 +32,7 @@ pub fn deployment_between(
     deadline: DateTime<Utc>,
 ) -> SwarmDeployment {
     SwarmDeployment {
+        skills_scope: None,
         trace_id: None,
         failure: None,
         parent: None,

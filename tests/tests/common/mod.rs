@@ -221,6 +221,7 @@ fn worker_result(
 ) -> Envelope<swarm_common::ResultSubmission> {
     let now = chrono::Utc::now();
     let submission = swarm_common::ResultSubmission {
+        skills: Default::default(),
         artifacts: Vec::new(),
         token: token(swarm_id, task_id, attempt, 0),
         task_id: task_id.into(),

@@ -1,12 +1,14 @@
-//! The skills a worker's agents learned, in KV `skills`
-//! ([`swarm_common::skill`]): a task is offered the best-scored ones that
-//! fit it (in its system prompt), may record new ones with `record_skill`,
-//! and when it ends moves the score of each it was offered or recorded,
-//! up when its result passed its gates, down when it failed.
+//! The skills agents learned, in KV `skills` ([`swarm_common::skill`]),
+//! as each role uses them: a worker's task is offered the best-scored ones
+//! that fit it and may record new ones ([`SkillBook::offered`],
+//! [`SkillBook::record`]); the manager moves their scores by its verdict on
+//! each version of a result ([`SkillBook::score`]); the boss's planner is
+//! given the best for a mission, and its desk removes one a person names
+//! ([`SkillBook::remove`]); `swarm skills` lists them ([`SkillBook::list`]).
 //!
-//! A scope's skills are read at most every [`FRESH_FOR`] per worker (a
-//! recording here reads again at once), so a burst of tasks costs one
-//! listing, not one each. The store failing costs the task nothing: it runs
+//! A scope's skills are read at most every [`FRESH_FOR`] per process (a
+//! change made here reads again at once), so a burst of tasks costs one
+//! listing, not one each. The store failing costs a task nothing: it runs
 //! without skills, and the failure is logged.
 
 use std::time::{Duration, Instant};
@@ -25,7 +27,7 @@ pub const FRESH_FOR: Duration = Duration::from_secs(2);
 /// Compare-and-swap tries for one score before the move is given up.
 const SCORE_TRIES: usize = 8;
 
-/// A worker's view of the `skills` bucket.
+/// A process's view of the `skills` bucket.
 pub struct SkillBook {
     kv: kv::Store,
     cached: Mutex<Option<(Instant, String, Vec<LearnedSkill>)>>,
@@ -55,13 +57,38 @@ impl SkillBook {
         Ok(skills)
     }
 
+    /// Every skill, of `scope` or of all scopes, by scope then score
+    /// (highest first) then name.
+    pub async fn list(&self, scope: Option<&str>) -> anyhow::Result<Vec<LearnedSkill>> {
+        let mut all = match scope {
+            Some(scope) => self.read(&skill::scope_token(scope)).await?,
+            None => self.read_prefix("").await?,
+        };
+        all.sort_by(|a, b| {
+            (
+                a.scope.as_str(),
+                std::cmp::Reverse(a.score),
+                a.name.as_str(),
+            )
+                .cmp(&(
+                    b.scope.as_str(),
+                    std::cmp::Reverse(b.score),
+                    b.name.as_str(),
+                ))
+        });
+        Ok(all)
+    }
+
     async fn read(&self, scope: &str) -> anyhow::Result<Vec<LearnedSkill>> {
-        let prefix = format!("{scope}.");
+        self.read_prefix(&format!("{scope}.")).await
+    }
+
+    async fn read_prefix(&self, prefix: &str) -> anyhow::Result<Vec<LearnedSkill>> {
         let mut keys = self.kv.keys().await?;
         let mut out = Vec::new();
         while let Some(key) = keys.next().await {
             let key = key?;
-            if !key.starts_with(&prefix) {
+            if !key.starts_with(prefix) {
                 continue;
             }
             // A value that does not parse (written by a peer that should
@@ -82,11 +109,14 @@ impl SkillBook {
     /// The skills of `scope` that fit `text` best, at most [`skill::OFFERED`];
     /// none when the store cannot be read.
     pub async fn offered(&self, scope: &str, text: &str) -> Vec<LearnedSkill> {
+        self.best(scope, text, skill::OFFERED).await
+    }
+
+    /// The skills of `scope` that fit `text` best, at most `n`; none when
+    /// the store cannot be read.
+    pub async fn best(&self, scope: &str, text: &str, n: usize) -> Vec<LearnedSkill> {
         match self.all(scope).await {
-            Ok(all) => skill::best(&all, text, skill::OFFERED)
-                .into_iter()
-                .cloned()
-                .collect(),
+            Ok(all) => skill::best(&all, text, n).into_iter().cloned().collect(),
             Err(e) => {
                 warn!(error = %e, "the skills cannot be read; the task runs without them");
                 Vec::new()
@@ -106,6 +136,7 @@ impl SkillBook {
                 value.passes = old.passes;
                 value.fails = old.fails;
                 value.recorded_at = old.recorded_at;
+                value.verdicts = old.verdicts;
             }
         } else {
             let all = self.read(&skill::scope_token(&new.scope)).await?;
@@ -122,18 +153,37 @@ impl SkillBook {
         Ok(key)
     }
 
-    /// Moves the score of each skill in `keys` for a task that `passed` or
-    /// failed; a skill removed meanwhile is passed over.
-    pub async fn score(&self, keys: &[String], passed: bool) {
+    /// Moves the score of each skill in `keys` for the version of a result
+    /// judged `verdict` ([`skill::verdict_id`]) that `passed` or failed; a
+    /// skill removed meanwhile is passed over, and one that has counted
+    /// this verdict already is left as it is.
+    pub async fn score(&self, keys: &[String], passed: bool, verdict: &str) {
         for key in keys {
-            if let Err(e) = self.score_one(key, passed).await {
+            if let Err(e) = self.score_one(key, passed, verdict).await {
                 warn!(%key, error = %e, "a skill's score could not be moved");
             }
         }
         *self.cached.lock().await = None;
     }
 
-    async fn score_one(&self, key: &str, passed: bool) -> anyhow::Result<()> {
+    /// Removes the skill at `key`; `None` when there is none.
+    pub async fn remove(&self, key: &str) -> anyhow::Result<Option<LearnedSkill>> {
+        let Some(entry) = self.kv.entry(key).await? else {
+            return Ok(None);
+        };
+        if matches!(
+            entry.operation,
+            kv::Operation::Delete | kv::Operation::Purge
+        ) {
+            return Ok(None);
+        }
+        let removed = serde_json::from_slice::<LearnedSkill>(&entry.value).ok();
+        self.kv.delete(key).await?;
+        *self.cached.lock().await = None;
+        Ok(removed)
+    }
+
+    async fn score_one(&self, key: &str, passed: bool, verdict: &str) -> anyhow::Result<()> {
         for _ in 0..SCORE_TRIES {
             let Some(entry) = self.kv.entry(key).await? else {
                 return Ok(());
@@ -145,7 +195,9 @@ impl SkillBook {
                 return Ok(());
             }
             let mut s: LearnedSkill = serde_json::from_slice(&entry.value)?;
-            s.scored(passed, Utc::now());
+            if !s.scored(passed, verdict, Utc::now()) {
+                return Ok(());
+            }
             let value = Bytes::from(serde_json::to_vec(&s)?);
             if self.kv.update(key, value, entry.revision).await.is_ok() {
                 return Ok(());
