@@ -185,7 +185,8 @@ impl Desk {
     /// Removes the learned skill at `key` (a person's curation: workers can
     /// record, but no client may write the bucket).
     async fn remove_skill(&self, key: &str, by: &str) -> Result<DeskReply, DeskReply> {
-        if key.is_empty() || key.len() > 200 || key.split('.').count() != 2 {
+        let parts: Vec<&str> = key.split('.').collect();
+        if parts.len() != 2 || !parts.iter().all(|p| swarm_common::subjects::is_token(p)) {
             return Err(refused(
                 ErrorCode::ValidationFailed,
                 "a skill's key is <scope>.<name>, as `swarm skills` lists it",

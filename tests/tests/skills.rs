@@ -324,6 +324,10 @@ async fn a_missions_scope_keeps_its_skills_apart_the_planner_gets_them_and_a_per
     let (code, _, err) = swarm(&url, &["skills", "remove", &key]).await;
     assert_ne!(code, 0, "a skill removed is gone");
     assert!(err.contains("no learned skill"), "{err}");
+    // A key that cannot name a skill is refused as invalid, not as a fault.
+    let (code, _, err) = swarm(&url, &["skills", "remove", "team-a.tally invoices"]).await;
+    assert_ne!(code, 0, "an invalid key is refused");
+    assert!(err.contains("<scope>.<name>"), "{err}");
     let (_, out, _) = swarm(&url, &["skills", "--scope", "team-a", "--json"]).await;
     assert_eq!(out.trim(), "[]");
     // A worker reads its listing again within FRESH_FOR.
