@@ -56,6 +56,13 @@ async fn stored_when(
 
 /// A cluster of one of each role whose `roles` (their provider variables)
 /// use `llm` as the OpenAI provider; the others stay offline.
+/// The final report of swarm `id`, followed to its end.
+async fn report(nc: &async_nats::Client, id: String) -> swarm_common::FinalReport {
+    swarm_client::client::watch(nc, &id, WAIT, |_| {})
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"))
+}
+
 async fn start(llm: &MockLlm, roles: &[&str]) -> Cluster {
     let mut builder = Cluster::builder().bosses(1).managers(1).workers(1);
     for role in roles {
@@ -108,14 +115,6 @@ async fn a_skill_recorded_in_one_mission_is_offered_in_the_next_and_scored_by_it
     );
     let cluster = start(&llm, &["SWARM_WORKER_PROVIDER"]).await;
     let nc = cluster.client().await;
-    let report = |id: String| {
-        let nc = nc.clone();
-        async move {
-            swarm_client::client::watch(&nc, &id, WAIT, |_| {})
-                .await
-                .unwrap_or_else(|e| panic!("{e:#}"))
-        }
-    };
 
     let first = common::submit(
         &nc,
@@ -129,7 +128,7 @@ async fn a_skill_recorded_in_one_mission_is_offered_in_the_next_and_scored_by_it
         ),
     )
     .await;
-    let r = report(first).await;
+    let r = report(&nc, first).await;
     assert_eq!(
         r.overall_status,
         SwarmStatus::Completed,
@@ -175,7 +174,7 @@ async fn a_skill_recorded_in_one_mission_is_offered_in_the_next_and_scored_by_it
         description: Some("starts with the totals".into()),
     }];
     let second = common::submit(&nc, &common::mission("costs", vec![task])).await;
-    let r = report(second).await;
+    let r = report(&nc, second).await;
     assert_eq!(r.overall_status, SwarmStatus::Failed, "{r:#?}");
     assert_eq!(r.skills.used, [named], "the report lists the skill offered");
     let seconds = llm.requests_for("second");
@@ -247,14 +246,6 @@ async fn a_missions_scope_keeps_its_skills_apart_the_planner_gets_them_and_a_per
     let cluster = start(&llm, &["SWARM_WORKER_PROVIDER", "SWARM_BOSS_PROVIDER"]).await;
     let nc = cluster.client().await;
     let url = cluster.local().url();
-    let report = |id: String| {
-        let nc = nc.clone();
-        async move {
-            swarm_client::client::watch(&nc, &id, WAIT, |_| {})
-                .await
-                .unwrap_or_else(|e| panic!("{e:#}"))
-        }
-    };
     let scoped = |text: &str, description: &str| {
         let mut m = common::mission(text, vec![common::task("t1", description, &[])]);
         m.skills_scope = Some("team-a".into());
@@ -262,8 +253,11 @@ async fn a_missions_scope_keeps_its_skills_apart_the_planner_gets_them_and_a_per
     };
 
     // Learned in scope team-a.
-    let r =
-        report(common::submit(&nc, &scoped("march", "Tally the invoices of march.")).await).await;
+    let r = report(
+        &nc,
+        common::submit(&nc, &scoped("march", "Tally the invoices of march.")).await,
+    )
+    .await;
     assert_eq!(r.overall_status, SwarmStatus::Completed, "{r:#?}");
     let key = skill::key("team-a", "Tally invoices");
     assert_eq!(key, "team-a.tally-invoices");
@@ -281,7 +275,7 @@ async fn a_missions_scope_keeps_its_skills_apart_the_planner_gets_them_and_a_per
         "may",
         vec![common::task("t1", "Tally the invoices of may.", &[])],
     );
-    let r = report(common::submit(&nc, &may).await).await;
+    let r = report(&nc, common::submit(&nc, &may).await).await;
     assert_eq!(r.overall_status, SwarmStatus::Completed, "{r:#?}");
     assert!(r.skills.is_empty(), "{:?}", r.skills);
     let mays = llm.requests_for("apart");
@@ -291,7 +285,7 @@ async fn a_missions_scope_keeps_its_skills_apart_the_planner_gets_them_and_a_per
     // skill, and its task is offered it.
     let mut april = swarm_common::mission::MissionRequest::text("Tally the invoices of april.");
     april.skills_scope = Some("team-a".into());
-    let r = report(common::submit(&nc, &april).await).await;
+    let r = report(&nc, common::submit(&nc, &april).await).await;
     assert_eq!(r.overall_status, SwarmStatus::Completed, "{r:#?}");
     let plans = llm.requests_for("planner");
     assert_eq!(plans.len(), 1, "{}", llm.describe_requests());
@@ -333,7 +327,7 @@ async fn a_missions_scope_keeps_its_skills_apart_the_planner_gets_them_and_a_per
     // A worker reads its listing again within FRESH_FOR.
     tokio::time::sleep(swarm_runtime::skills::FRESH_FOR).await;
     let again = scoped("again", "Tally the invoices of april again.");
-    let r = report(common::submit(&nc, &again).await).await;
+    let r = report(&nc, common::submit(&nc, &again).await).await;
     assert_eq!(r.overall_status, SwarmStatus::Completed, "{r:#?}");
     assert!(r.skills.used.is_empty(), "{:?}", r.skills);
     cluster.stop(Duration::from_secs(5)).await;
