@@ -209,15 +209,14 @@ async fn a_remote_agent_does_a_personas_tasks_once_even_when_the_worker_dies() {
         },
     )
     .await;
-    cluster.local_mut().workers[0].kill();
     let journal = async_nats::jetstream::new(nc.clone())
         .get_key_value(swarm_common::subjects::JOURNAL_BUCKET)
         .await
         .unwrap();
     let key = format!("{id}.fence.a1.r0.i0.s1");
     common::eventually(
-        Duration::from_secs(5),
-        Duration::from_millis(20),
+        Duration::from_secs(30),
+        Duration::from_millis(5),
         "the send is journaled",
         || async {
             match journal.get(&key).await {
@@ -227,6 +226,9 @@ async fn a_remote_agent_does_a_personas_tasks_once_even_when_the_worker_dies() {
         },
     )
     .await;
+    // Killed only once the journal holds the send (the worker writes it when
+    // the agent answers, which may come after the agent counts the request).
+    cluster.local_mut().workers[0].kill();
     journal.purge(&key).await.unwrap();
     cluster.local_mut().workers[0].restart().unwrap();
     let report = common::final_report(&cluster, &nc, &id, 90).await;
