@@ -195,6 +195,21 @@ pub fn swarm_events(swarm_id: &str) -> String {
     format!("a2ap.{swarm_id}.>")
 }
 
+/// The manager partition of a swarm among `partitions`: FNV-1a (32 bits)
+/// of the swarm id, modulo the count. It is the hash nats-server's
+/// `{{partition(n,…)}}` subject transform applies to a token, so a stream
+/// that maps `a2ap.<swarm>.…` onto partitions stores each swarm where this
+/// says (shown against the server in `tests/tests/partitions.rs`). Zero
+/// partitions count as one.
+pub fn partition(swarm_id: &str, partitions: u32) -> u32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for b in swarm_id.bytes() {
+        hash ^= u32::from(b);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    hash % partitions.max(1)
+}
+
 /// A parsed A2AP subject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Subject<'a> {
@@ -462,6 +477,23 @@ mod tests {
         assert_eq!(Subject::parse("a2ap.work.general.s.t/u"), None);
         assert_eq!(Subject::parse("a2ap.*.report"), None);
         assert_eq!(Subject::parse(MISSIONS), None);
+    }
+
+    #[test]
+    fn partitions_follow_fnv1a() {
+        // FNV-1a 32 of the empty string is its offset basis, of "a" 0xe40c292c.
+        assert_eq!(partition("", u32::MAX), 0x811c_9dc5);
+        assert_eq!(partition("a", u32::MAX), 0xe40c_292c);
+        assert_eq!(partition("anything", 1), 0);
+        assert_eq!(partition("anything", 0), 0);
+        let spread: std::collections::HashSet<u32> = (0..200)
+            .map(|i| partition(&format!("swarm-{i}"), 8))
+            .collect();
+        assert_eq!(
+            spread.len(),
+            8,
+            "200 swarms reach every one of 8 partitions"
+        );
     }
 
     proptest! {
