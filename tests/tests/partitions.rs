@@ -45,7 +45,7 @@ async fn setup() -> (NatsServer, jetstream::Context, stream::Stream) {
     (nats, js, stream)
 }
 
-/// Stores results of tasks `t0`..`t<rounds>` for every swarm, one round
+/// Stores a result of each task `t0` to `t<rounds - 1>` of every swarm, one round
 /// of all swarms after another, each confirmed by the server.
 async fn store_results(js: &jetstream::Context, ids: &[String], rounds: usize) {
     for step in 0..rounds {
@@ -56,8 +56,8 @@ async fn store_results(js: &jetstream::Context, ids: &[String], rounds: usize) {
     }
 }
 
-/// The swarm ids of the test: plain, with dashes and underscores, and a
-/// few of the shapes `swarm mission` generates.
+/// The swarm ids of the test: plain, with dashes and underscores, and the
+/// uuids the boss gives missions that name no id.
 fn swarm_ids() -> Vec<String> {
     (0..SWARMS)
         .map(|i| match i % 3 {
