@@ -361,7 +361,7 @@ async fn report_loop(
             &infra,
             subjects::A2AP_STREAM,
             subjects::REPORTS_CONSUMER,
-            subjects::REPORT_FILTER,
+            subjects::STORED_REPORT_FILTER,
             Duration::from_secs(60),
         )
         .await?;

@@ -432,7 +432,6 @@ pub async fn report_html(client: &Client, swarm_id: &str) -> anyhow::Result<Vec<
 /// The swarm's `FinalReport` as published on `a2ap.<swarm>.report` (the
 /// last one there), or `None` while it has none.
 pub async fn final_report(client: &Client, swarm_id: &str) -> anyhow::Result<Option<FinalReport>> {
-    use jetstream::stream::LastRawMessageErrorKind as Kind;
     if !subjects::is_token(swarm_id) {
         bail!("{swarm_id:?} is not a swarm id");
     }
@@ -441,17 +440,16 @@ pub async fn final_report(client: &Client, swarm_id: &str) -> anyhow::Result<Opt
         .get_stream(subjects::A2AP_STREAM)
         .await
         .context("opening the A2AP stream")?;
-    match stream
-        .get_last_raw_message_by_subject(&subjects::report(swarm_id))
+    match swarm_runtime::wire::last_on(&stream, &subjects::report(swarm_id))
         .await
+        .context("reading the final report")?
     {
-        Ok(msg) => {
+        Some(msg) => {
             let env = swarm_runtime::wire::decode::<FinalReport>(Some(&msg.headers), &msg.payload)
                 .map_err(|e| anyhow::anyhow!("decoding the final report: {}", e.message))?;
             Ok(Some(env.body))
         }
-        Err(e) if e.kind() == Kind::NoMessageFound => Ok(None),
-        Err(e) => Err(anyhow::Error::new(e).context("reading the final report")),
+        None => Ok(None),
     }
 }
 

@@ -92,33 +92,114 @@ pub const REPORTS_CONSUMER: &str = "boss-reports";
 /// Durable consumer the A2A gateway replicas share to push task updates
 /// to webhooks.
 pub const PUSH_CONSUMER: &str = "gateway-push";
-/// Durable consumer the manager replicas share for swarm events.
+/// What the manager replicas are known by in metrics and traces; each
+/// partition's durable consumer is [`manager_consumer`].
 pub const MANAGER_CONSUMER: &str = "manager";
-/// Priority group of [`MANAGER_CONSUMER`]: the server pins it to one replica
-/// at a time (the active manager); the others pull on standby.
+/// Priority group of every [`manager_consumer`]: the server pins each
+/// partition's consumer to one replica at a time (its owner).
 pub const MANAGER_GROUP: &str = "managers";
 
-/// Subjects the manager consumes: deployments, results, errors, control.
-pub fn manager_filters() -> Vec<String> {
-    vec![
-        "a2ap.*.deploy".into(),
-        "a2ap.*.result.*".into(),
-        "a2ap.*.error".into(),
-        "a2ap.*.control".into(),
-        "a2ap.*.ask.*".into(),
-        "a2ap.*.replan.*".into(),
+/// Manager partitions when `swarm setup` is given no number.
+pub const DEFAULT_PARTITIONS: u32 = 8;
+/// The most manager partitions: each is a durable consumer named in the
+/// production permissions (`manager-p0` to `manager-p15`).
+pub const MAX_PARTITIONS: u32 = 16;
+
+/// The durable consumer of manager partition `partition`.
+pub fn manager_consumer(partition: u32) -> String {
+    format!("manager-p{partition}")
+}
+
+/// Core NATS subject of the manager replicas' heartbeats: each says it is
+/// alive (or leaving), so that all agree which partitions each one owns.
+pub const MANAGER_HEARTBEAT: &str = "swarm.managers.heartbeat";
+
+/// The subject transform of the A2AP stream over `partitions`: every
+/// `a2ap.<swarm>.<kind>[.<task>]` is stored as
+/// `a2ap.<swarm>.<partition>.<kind>[.<task>]`, the partition computed by the
+/// server as [`partition`] computes it.
+pub fn partition_transform(partitions: u32) -> (String, String) {
+    (
+        "a2ap.*.>".into(),
+        format!(
+            "a2ap.{{{{wildcard(1)}}}}.{{{{partition({},1)}}}}.>",
+            partitions.clamp(1, MAX_PARTITIONS)
+        ),
+    )
+}
+
+/// The number of partitions a stream's transform destination names (see
+/// [`partition_transform`]), or `None` if it is not such a transform.
+pub fn partitions_of(destination: &str) -> Option<u32> {
+    let inner = destination
+        .strip_prefix("a2ap.{{wildcard(1)}}.{{partition(")?
+        .strip_suffix(",1)}}.>")?;
+    let n: u32 = inner.trim().parse().ok()?;
+    (1..=MAX_PARTITIONS).contains(&n).then_some(n)
+}
+
+/// Where the A2AP stream stores a message published on `subject`, over
+/// `partitions` (`None`: a stream without the transform stores it as sent).
+/// Direct reads by subject and exact comparisons need it; wildcard filters
+/// such as [`swarm_events`] match both forms.
+pub fn stored(subject: &str, partitions: Option<u32>) -> String {
+    let Some(n) = partitions else {
+        return subject.to_owned();
+    };
+    let mut tokens = subject.splitn(3, '.');
+    match (tokens.next(), tokens.next(), tokens.next()) {
+        (Some("a2ap"), Some(swarm), Some(rest)) if swarm != "work" => {
+            format!("a2ap.{swarm}.{}.{rest}", partition(swarm, n))
+        }
+        _ => subject.to_owned(),
+    }
+}
+
+/// The subject a message stored on `subject` was published on: the reverse
+/// of [`stored`] (a subject with no partition token is returned as it is).
+/// Dead letters record this form, so that what they name can be sent again.
+pub fn published(subject: &str) -> String {
+    let tokens: Vec<&str> = subject.split('.').collect();
+    if has_partition_token(&tokens) {
+        let mut tokens = tokens;
+        tokens.remove(2);
+        tokens.join(".")
+    } else {
+        subject.to_owned()
+    }
+}
+
+/// Whether `tokens` are those of a swarm message as stored, with its
+/// partition after the swarm id ([`stored`]); no kind is a number, so the
+/// two forms cannot be confused.
+fn has_partition_token(tokens: &[&str]) -> bool {
+    tokens.len() >= 4
+        && tokens[0] == "a2ap"
+        && tokens[1] != "work"
+        && !tokens[2].is_empty()
+        && tokens[2].bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Subjects the manager consumes in one partition, as stored: deployments,
+/// results, errors, control, asks and replans.
+pub fn manager_filters(partition: u32) -> Vec<String> {
+    [
+        "deploy", "result.*", "error", "control", "ask.*", "replan.*",
     ]
+    .iter()
+    .map(|kind| format!("a2ap.*.{partition}.{kind}"))
+    .collect()
 }
 
 /// Subjects the gateway's push notifications read: what a watcher of a
 /// swarm is shown (deployments, progress, results, errors, reports).
 pub fn push_filters() -> Vec<String> {
     vec![
-        "a2ap.*.deploy".into(),
-        "a2ap.*.progress.*".into(),
-        "a2ap.*.result.*".into(),
-        "a2ap.*.error".into(),
-        REPORT_FILTER.into(),
+        "a2ap.*.*.deploy".into(),
+        "a2ap.*.*.progress.*".into(),
+        "a2ap.*.*.result.*".into(),
+        "a2ap.*.*.error".into(),
+        STORED_REPORT_FILTER.into(),
     ]
 }
 
@@ -177,8 +258,10 @@ pub fn report(swarm_id: &str) -> String {
     format!("a2ap.{swarm_id}.report")
 }
 
-/// Every `FinalReport`.
+/// Every `FinalReport`, as published (a core NATS subscription's filter).
 pub const REPORT_FILTER: &str = "a2ap.*.report";
+/// Every `FinalReport`, as the A2AP stream stores it (a consumer's filter).
+pub const STORED_REPORT_FILTER: &str = "a2ap.*.*.report";
 
 /// `Error`s of one swarm.
 pub fn error(swarm_id: &str) -> String {
@@ -295,7 +378,10 @@ impl<'a> Subject<'a> {
     }
 
     fn parse_shape(subject: &'a str) -> Option<Subject<'a>> {
-        let parts: Vec<&str> = subject.split('.').collect();
+        let mut parts: Vec<&str> = subject.split('.').collect();
+        if has_partition_token(&parts) {
+            parts.remove(2);
+        }
         match parts.as_slice() {
             ["a2ap", "work", pool, swarm_id, task_id] => Some(Subject::Work {
                 pool,
@@ -477,6 +563,47 @@ mod tests {
         assert_eq!(Subject::parse("a2ap.work.general.s.t/u"), None);
         assert_eq!(Subject::parse("a2ap.*.report"), None);
         assert_eq!(Subject::parse(MISSIONS), None);
+    }
+
+    #[test]
+    fn stored_subjects_carry_the_partition_and_parse_back() {
+        let n = Some(8);
+        let p = partition("s1", 8);
+        assert_eq!(
+            stored(&result("s1", "t"), n),
+            format!("a2ap.s1.{p}.result.t")
+        );
+        assert_eq!(stored(&deploy("s1"), n), format!("a2ap.s1.{p}.deploy"));
+        assert_eq!(stored(&deploy("s1"), None), deploy("s1"));
+        assert_eq!(stored(&work("g", "s1", "t"), n), work("g", "s1", "t"));
+        for s in [
+            result("s1", "t"),
+            deploy("s1"),
+            report("s1"),
+            ask("s1", "t"),
+        ] {
+            assert_eq!(Subject::parse(&stored(&s, n)), Subject::parse(&s), "{s}");
+        }
+        assert_eq!(published(&stored(&result("s1", "t"), n)), result("s1", "t"));
+        assert_eq!(published(&work("g", "s1", "t")), work("g", "s1", "t"));
+        assert_eq!(published("a2ap.s1.report"), "a2ap.s1.report");
+        assert_eq!(Subject::parse("a2ap.s1.3"), None);
+        assert_eq!(Subject::parse("a2ap.s1.3.unknown"), None);
+        assert_eq!(Subject::parse("a2ap.s1.3x.report"), None);
+        let (source, destination) = partition_transform(8);
+        assert_eq!(source, "a2ap.*.>");
+        assert_eq!(destination, "a2ap.{{wildcard(1)}}.{{partition(8,1)}}.>");
+        assert_eq!(partitions_of(&destination), Some(8));
+        assert_eq!(
+            partitions_of(&partition_transform(99).1),
+            Some(MAX_PARTITIONS)
+        );
+        assert_eq!(partitions_of("a2ap.{{wildcard(1)}}.>"), None);
+        assert_eq!(
+            manager_filters(3)[1],
+            "a2ap.*.3.result.*",
+            "a partition's consumer reads results as stored"
+        );
     }
 
     #[test]

@@ -38,7 +38,9 @@ pub(crate) async fn missing(client: &async_nats::Client, expected: &Expected) ->
     }
     let mut consumers = Vec::new();
     if expected.managers {
-        consumers.push((subjects::A2AP_STREAM, subjects::MANAGER_CONSUMER.to_owned()));
+        // A manager creates every partition's consumer before it pulls;
+        // the first is there once any manager has started.
+        consumers.push((subjects::A2AP_STREAM, subjects::manager_consumer(0)));
     }
     if expected.workers {
         consumers.push((

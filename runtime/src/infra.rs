@@ -63,7 +63,8 @@ fn setup_err(what: &str, e: impl Into<crate::Cause>) -> RuntimeError {
 const DAY: Duration = Duration::from_secs(24 * 3600);
 const GIB: i64 = 1 << 30;
 
-/// How long and how much Swarm keeps. Every role applies these when it
+/// How long and how much Swarm keeps, and over how many manager partitions
+/// the A2AP stream spreads the swarms. Every role applies these when it
 /// starts, so give every role the same values.
 ///
 /// | what | variable | default |
@@ -77,6 +78,7 @@ const GIB: i64 = 1 << 30;
 /// | dead letters, the missions stream | `SWARM_RETENTION_DAYS` | 30 days |
 /// | bytes of the A2AP stream (the oldest messages go first) | `SWARM_A2AP_MAX_GB` | the server's store limit |
 /// | bytes of each other stream or bucket (new missions are refused past it; the oldest dead letters go first) | `SWARM_BUCKET_MAX_GB` | the server's store limit |
+/// | manager partitions, 1 to 16 (set by `swarm setup`; the other roles read the stream's) | `SWARM_MANAGER_PARTITIONS` | 8 |
 ///
 /// Byte bounds are off unless set: the server reserves a bounded stream's
 /// bytes in its store up front, so a default large enough for production
@@ -101,6 +103,9 @@ pub struct Retention {
     /// Bytes of each other stream, bucket and the object store; 0: the
     /// server's store limit.
     pub bucket_bytes: i64,
+    /// Manager partitions of the A2AP stream (docs/decisions.md,
+    /// "Partitioned managers").
+    pub partitions: u32,
 }
 
 impl Default for Retention {
@@ -112,6 +117,7 @@ impl Default for Retention {
             memory: 90 * DAY,
             a2ap_bytes: 0,
             bucket_bytes: 0,
+            partitions: subjects::DEFAULT_PARTITIONS,
         }
     }
 }
@@ -142,6 +148,9 @@ impl Retention {
             memory: days("SWARM_MEMORY_DAYS", d.memory),
             a2ap_bytes: gib("SWARM_A2AP_MAX_GB", d.a2ap_bytes),
             bucket_bytes: gib("SWARM_BUCKET_MAX_GB", d.bucket_bytes),
+            partitions: number("SWARM_MANAGER_PARTITIONS").map_or(d.partitions, |v| {
+                (v as u32).clamp(1, subjects::MAX_PARTITIONS)
+            }),
         }
     }
 }
@@ -182,6 +191,15 @@ pub fn stream_configs_with(replicas: usize, keep: &Retention) -> Vec<stream::Con
             max_bytes: keep.a2ap_bytes,
             discard: stream::DiscardPolicy::Old,
             allow_direct: true,
+            // Each swarm's messages are stored under its manager partition,
+            // which one manager replica consumes at a time.
+            subject_transform: Some({
+                let (source, destination) = subjects::partition_transform(keep.partitions);
+                stream::SubjectTransform {
+                    source,
+                    destination,
+                }
+            }),
             ..Default::default()
         },
         // After A2AP: a setup that narrows an older A2AP (`a2ap.>`) must do
@@ -210,6 +228,16 @@ pub fn stream_configs_with(replicas: usize, keep: &Retention) -> Vec<stream::Con
             ..Default::default()
         },
     ]
+}
+
+/// The manager partitions a stream's configuration spreads swarms over, or
+/// `None` if it has no partition transform.
+pub fn partitions(config: &stream::Config) -> Option<u32> {
+    config
+        .subject_transform
+        .as_ref()
+        .filter(|t| t.source == subjects::partition_transform(1).0)
+        .and_then(|t| subjects::partitions_of(&t.destination))
 }
 
 /// Whether the server answered that the stream does not exist (and not,
@@ -286,6 +314,14 @@ async fn ensure_stream(js: &Context, cfg: stream::Config, mode: Mode) -> Result<
     }
     if got.allow_direct != cfg.allow_direct {
         return Err(mismatch("allow_direct was dropped".into()));
+    }
+    // A role binds to whatever partitions setup chose; it needs only that
+    // there are some.
+    if cfg.subject_transform.is_some() && partitions(got).is_none() {
+        return Err(mismatch(format!(
+            "subject_transform {:?}, wanted the manager partitions'",
+            got.subject_transform
+        )));
     }
     Ok(())
 }

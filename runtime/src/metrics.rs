@@ -65,6 +65,9 @@ pub const MODEL_LIMIT_WAIT: &str = "swarm_model_limit_wait_seconds";
 pub const MODEL_PAUSES_TOTAL: &str = "swarm_model_pauses_total";
 /// Model calls that went without the limits (their store unreachable).
 pub const MODEL_LIMITS_UNAVAILABLE_TOTAL: &str = "swarm_model_limits_unavailable_total";
+/// Manager partitions this replica owns now: 1 for each it pulls, 0 for
+/// one it let go.
+pub const MANAGER_PARTITION_OWNED: &str = "swarm_manager_partition_owned";
 /// Build information (always 1).
 pub const BUILD_INFO: &str = "swarm_build_info";
 
@@ -86,6 +89,7 @@ pub const EXPORTED: &[&str] = &[
     MODEL_LIMIT_WAIT,
     MODEL_PAUSES_TOTAL,
     MODEL_LIMITS_UNAVAILABLE_TOTAL,
+    MANAGER_PARTITION_OWNED,
     BUILD_INFO,
     process::CPU_SECONDS_TOTAL,
     process::RESIDENT_MEMORY_BYTES,
@@ -217,6 +221,10 @@ fn describe() {
         MODEL_LIMITS_UNAVAILABLE_TOTAL,
         "Model calls that went without the shared limits (their store unreachable)"
     );
+    describe_gauge!(
+        MANAGER_PARTITION_OWNED,
+        "Manager partitions this replica owns (1) or let go (0)"
+    );
     describe_gauge!(BUILD_INFO, "Build information; always 1");
 }
 
@@ -262,6 +270,16 @@ pub fn task_finished(status: &'static str, seconds: f64) {
 /// (its delivery count is above 1).
 pub fn redelivered(consumer: &str) {
     counter!(REDELIVERIES_TOTAL, "consumer" => consumer.to_owned()).increment(1);
+}
+
+/// This manager replica took (`true`) or let go of manager partition
+/// `partition`.
+pub fn partition_owned(partition: u32, owned: bool) {
+    gauge!(MANAGER_PARTITION_OWNED, "partition" => partition.to_string()).set(if owned {
+        1.0
+    } else {
+        0.0
+    });
 }
 
 /// A control message for a swarm that was never deployed was dropped.

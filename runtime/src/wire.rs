@@ -300,7 +300,9 @@ pub async fn reject(
     recorded_by: &str,
 ) {
     use async_nats::jetstream::AckKind;
-    match dead_letter(js, source, &msg.subject, reason, &msg.payload, recorded_by).await {
+    // As published: a dead letter names where to send the message again.
+    let subject = subjects::published(&msg.subject);
+    match dead_letter(js, source, &subject, reason, &msg.payload, recorded_by).await {
         Ok(()) => {
             let _ = msg.ack_with(AckKind::Term).await;
         }
@@ -313,25 +315,59 @@ pub async fn reject(
     }
 }
 
-/// The latest `ResultSubmission` stored on `subject` (one task's results)
-/// and where it is, or `None` if the task has none (or only an unreadable one).
+/// Where `stream` stores what is published on `subject`: with the swarm's
+/// manager partition when the stream has the partition transform
+/// ([`swarm_common::subjects::stored`]), as the handle's cached
+/// configuration says.
+pub fn stored_subject(stream: &async_nats::jetstream::stream::Stream, subject: &str) -> String {
+    swarm_common::subjects::stored(
+        subject,
+        crate::infra::partitions(&stream.cached_info().config),
+    )
+}
+
+/// The last message of `stream` published on `subject` (as sent; found
+/// where the stream stores it), or `None` if there is none. A message
+/// stored before the stream had its partitions is found under the subject
+/// as sent.
+pub async fn last_on(
+    stream: &async_nats::jetstream::stream::Stream,
+    subject: &str,
+) -> Result<Option<async_nats::jetstream::message::StreamMessage>, RuntimeError> {
+    use async_nats::jetstream::stream::DirectGetErrorKind;
+    let stored = stored_subject(stream, subject);
+    let tries = if stored == subject {
+        vec![stored]
+    } else {
+        vec![stored, subject.to_owned()]
+    };
+    for at in tries {
+        match stream.direct_get_last_for_subject(at.as_str()).await {
+            Ok(raw) => return Ok(Some(raw)),
+            Err(e) if e.kind() == DirectGetErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(RuntimeError::nats(
+                    format!("reading the last message on {subject}"),
+                    e,
+                ));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The latest `ResultSubmission` published on `subject` (one task's
+/// results) and where it is, or `None` if the task has none (or only an
+/// unreadable one).
 pub async fn last_result(
     stream: &async_nats::jetstream::stream::Stream,
     subject: &str,
 ) -> Result<Option<(u64, swarm_common::ResultSubmission)>, RuntimeError> {
-    use async_nats::jetstream::stream::DirectGetErrorKind;
-    match stream.direct_get_last_for_subject(subject).await {
-        Ok(raw) => Ok(
-            decode::<swarm_common::ResultSubmission>(Some(&raw.headers), &raw.payload)
-                .ok()
-                .map(|env| (raw.sequence, env.body)),
-        ),
-        Err(e) if e.kind() == DirectGetErrorKind::NotFound => Ok(None),
-        Err(e) => Err(RuntimeError::nats(
-            format!("reading the last result on {subject}"),
-            e,
-        )),
-    }
+    Ok(last_on(stream, subject).await?.and_then(|raw| {
+        decode::<swarm_common::ResultSubmission>(Some(&raw.headers), &raw.payload)
+            .ok()
+            .map(|env| (raw.sequence, env.body))
+    }))
 }
 
 /// Reads the `ResultSubmission`s stored at `seqs` in the A2AP stream, up to

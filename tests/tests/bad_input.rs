@@ -572,7 +572,7 @@ async fn a_result_acks_its_own_assignment_and_no_subject_it_merely_names() {
         .unwrap();
     let mut watched = nc.subscribe("$JS.API.STREAM.DELETE.>").await.unwrap();
     let mut elsewhere = nc.subscribe("swarm.forged.>").await.unwrap();
-    let not_ours = "$JS.ACK.A2AP.manager.1.2.3.1764583200000000000.0";
+    let not_ours = "$JS.ACK.A2AP.manager-p0.1.2.3.1764583200000000000.0";
     let mut manager_acks = nc.subscribe(not_ours).await.unwrap();
     for forged in ["$JS.API.STREAM.DELETE.A2AP", "swarm.forged.ack", not_ours] {
         common::play_worker_handover(&nc, &swarm_id, "a", "a", forged).await;

@@ -531,8 +531,9 @@ async fn inspect_decodes_stored_messages_and_values_to_json() {
 
     // The final report, by its sequence in the A2AP stream.
     let a2ap = js.get_stream(subjects::A2AP_STREAM).await.unwrap();
+    let report_subject = swarm_runtime::wire::stored_subject(&a2ap, &subjects::report(&done));
     let report = a2ap
-        .get_last_raw_message_by_subject(&subjects::report(&done))
+        .get_last_raw_message_by_subject(&report_subject)
         .await
         .unwrap();
     let run = swarm(&url, &["inspect", "msg", &report.sequence.to_string()]).await;
@@ -544,7 +545,7 @@ async fn inspect_decodes_stored_messages_and_values_to_json() {
     assert_eq!(json["task_results"][0]["result"], "inspected");
     assert!(
         run.stderr
-            .contains(&format!("A2AP #{} a2ap.{done}.report", report.sequence)),
+            .contains(&format!("A2AP #{} {report_subject}", report.sequence)),
         "{run:?}"
     );
 

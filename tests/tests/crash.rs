@@ -603,11 +603,12 @@ async fn a_result_before_its_swarms_first_state_write_deploys_the_swarm() {
     );
     let swarm_id = common::submit(&nc, &m).await;
     let js = async_nats::jetstream::new(nc.clone());
-    let consumer: async_nats::jetstream::consumer::PullConsumer = js
-        .get_stream(subjects::A2AP_STREAM)
-        .await
-        .unwrap()
-        .get_consumer(subjects::MANAGER_CONSUMER)
+    let a2ap = js.get_stream(subjects::A2AP_STREAM).await.unwrap();
+    let partitions = swarm_runtime::infra::partitions(&a2ap.cached_info().config).unwrap();
+    let consumer: async_nats::jetstream::consumer::PullConsumer = a2ap
+        .get_consumer(&subjects::manager_consumer(subjects::partition(
+            &swarm_id, partitions,
+        )))
         .await
         .unwrap();
     // The killed replica's pin lapses first (a pull is refused until then).
@@ -633,7 +634,10 @@ async fn a_result_before_its_swarms_first_state_write_deploys_the_swarm() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert_eq!(deployment.subject.as_str(), subjects::deploy(&swarm_id));
+    assert_eq!(
+        deployment.subject.as_str(),
+        subjects::stored(&subjects::deploy(&swarm_id), Some(partitions))
+    );
     common::play_worker_result(&nc, &swarm_id, "a", 1, "A").await;
     cluster.local_mut().managers[0].restart().unwrap();
     // Well within the 60 s before the deployment comes back.

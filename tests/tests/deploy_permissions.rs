@@ -228,6 +228,85 @@ async fn each_role_does_its_part_and_nothing_else() {
     manager.stored(&subjects::control("s1")).await;
     manager.clean();
 
+    // The manager owns the swarms of its partitions: it makes each
+    // partition's consumer, pulls it pinned, acks, and lets the pin go; the
+    // replicas hear each other's heartbeats.
+    let a2ap = manager
+        .js()
+        .get_stream(subjects::A2AP_STREAM)
+        .await
+        .unwrap();
+    let partitions = swarm_runtime::infra::partitions(&a2ap.cached_info().config)
+        .expect("the A2AP stream has the manager partitions");
+    let home = subjects::partition("s1", partitions);
+    for p in [0, home, subjects::MAX_PARTITIONS - 1] {
+        let consumer: jetstream::consumer::PullConsumer = a2ap
+            .create_consumer(pull::Config {
+                durable_name: Some(subjects::manager_consumer(p)),
+                filter_subjects: subjects::manager_filters(p),
+                priority_policy: jetstream::consumer::PriorityPolicy::PinnedClient,
+                priority_groups: vec![subjects::MANAGER_GROUP.into()],
+                priority_timeout: Duration::from_secs(1),
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_else(|e| panic!("the manager makes partition {p}'s consumer: {e}"));
+        if p != home {
+            continue;
+        }
+        let mut events = consumer
+            .stream()
+            .group(subjects::MANAGER_GROUP)
+            .expires(Duration::from_secs(1))
+            .messages()
+            .await
+            .unwrap();
+        let event = tokio::time::timeout(Duration::from_secs(5), events.next())
+            .await
+            .expect("the partition's first event arrives")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            subjects::Subject::parse(&event.subject),
+            Some(subjects::Subject::Deploy { swarm_id: "s1" })
+        );
+        event.ack().await.unwrap();
+        drop(events);
+        a2ap.unpin_consumer(&subjects::manager_consumer(p), subjects::MANAGER_GROUP)
+            .await
+            .unwrap();
+    }
+    let mut beats = manager
+        .client
+        .subscribe(subjects::MANAGER_HEARTBEAT)
+        .await
+        .unwrap();
+    manager
+        .client
+        .publish(
+            subjects::MANAGER_HEARTBEAT,
+            Bytes::from_static(b"{\"id\":\"m\"}"),
+        )
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), beats.next())
+        .await
+        .expect("a manager hears the heartbeats")
+        .unwrap();
+    manager.clean();
+    // No other role pulls a partition or speaks for a manager replica.
+    for c in [&worker, &client, &boss] {
+        c.refused_publish(&format!(
+            "$JS.API.CONSUMER.MSG.NEXT.A2AP.{}",
+            subjects::manager_consumer(home)
+        ))
+        .await;
+        c.refused_publish(subjects::MANAGER_HEARTBEAT).await;
+    }
+    for c in [&worker, &client, &boss] {
+        c.errors.lock().unwrap().clear();
+    }
+
     // The worker pulls its pool's work, reports progress and results.
     let work = worker.js().get_stream(subjects::WORK_STREAM).await.unwrap();
     let consumer = work
@@ -332,7 +411,7 @@ async fn each_role_does_its_part_and_nothing_else() {
         .unwrap()
         .unwrap()
         .unwrap();
-    assert_eq!(first.subject.as_str(), subjects::deploy("s1"));
+    assert_eq!(subjects::published(&first.subject), subjects::deploy("s1"));
     let state = client
         .js()
         .get_key_value(subjects::SWARMS_BUCKET)
@@ -370,7 +449,7 @@ async fn each_role_does_its_part_and_nothing_else() {
         .await;
     worker.refused_publish(subjects::MISSIONS).await;
     worker
-        .refused_publish("$JS.API.CONSUMER.MSG.NEXT.A2AP.manager")
+        .refused_publish("$JS.API.CONSUMER.MSG.NEXT.A2AP.manager-p0")
         .await;
     worker.refused_publish("$JS.API.STREAM.DELETE.A2AP").await;
     // A client cannot publish results, deployments, reports or work, write
@@ -397,7 +476,7 @@ async fn each_role_does_its_part_and_nothing_else() {
         .refused_publish("$JS.API.CONSUMER.MSG.NEXT.A2AP.worker-general")
         .await;
     client
-        .refused_publish("$JS.API.CONSUMER.DELETE.A2AP.manager")
+        .refused_publish("$JS.API.CONSUMER.DELETE.A2AP.manager-p15")
         .await;
     // A client reads the swarms' messages, state, records and reports, not
     // the agents' journal and memory, the dead letters or the missions stream.
@@ -708,7 +787,8 @@ async fn the_gateway_reads_decides_for_its_callers_and_pushes_and_nothing_else()
         "$KV.approvals.a1".to_owned(),
         "$KV.inputs.s1.t1".to_owned(),
         "$KV.memory.shared.x".to_owned(),
-        "$JS.API.CONSUMER.MSG.NEXT.A2AP.manager".to_owned(),
+        "$JS.API.CONSUMER.MSG.NEXT.A2AP.manager-p7".to_owned(),
+        "$JS.API.CONSUMER.DELETE.A2AP.manager-p0".to_owned(),
         "$JS.API.CONSUMER.DELETE.A2AP.boss-reports".to_owned(),
         "$JS.API.CONSUMER.CREATE.WORK".to_owned(),
         "$JS.API.DIRECT.GET.KV_journal".to_owned(),

@@ -11,51 +11,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use common::{free_ports, get_metrics, series};
 use swarm_common::SwarmStatus;
 use swarm_testkit::Cluster;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-
-/// The status line and body of `GET /metrics` on 127.0.0.1:`port`.
-async fn get_metrics(port: u16) -> Option<(String, String)> {
-    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        .await
-        .ok()?;
-    let mut reply = String::new();
-    conn.read_to_string(&mut reply).await.ok()?;
-    let (head, body) = reply.split_once("\r\n\r\n")?;
-    Some((head.lines().next()?.to_owned(), body.to_owned()))
-}
-
-/// Every series of a Prometheus text body (name and labels, as written)
-/// and its value.
-fn series(body: &str) -> BTreeMap<String, f64> {
-    body.lines()
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .filter_map(|l| {
-            let (name, value) = l.rsplit_once(' ')?;
-            Some((name.to_owned(), value.parse().ok()?))
-        })
-        .collect()
-}
-
-/// `count` consecutive ports of 127.0.0.1 that are free now (the roles bind
-/// them moments later; a port taken in between fails the start, naming it).
-fn free_ports(count: u16) -> u16 {
-    loop {
-        let first = swarm_testkit::free_port().unwrap();
-        let free = (0..count).all(|i| {
-            first
-                .checked_add(i)
-                .is_some_and(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
-        });
-        if free {
-            return first;
-        }
-    }
-}
+use tokio::io::AsyncBufReadExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_role_serves_its_metrics_on_the_port_it_was_given() {

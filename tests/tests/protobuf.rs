@@ -282,9 +282,9 @@ async fn a_python_peer_runs_a_mission_in_protobuf() {
         .get_stream(swarm_common::subjects::A2AP_STREAM)
         .await
         .unwrap();
-    let raw = stream
-        .direct_get_last_for_subject(&report_subject)
+    let raw = swarm_runtime::wire::last_on(&stream, &report_subject)
         .await
+        .unwrap()
         .unwrap();
     assert_eq!(
         swarm_runtime::wire::header(Some(&raw.headers), "Content-Type"),

@@ -659,7 +659,12 @@ async fn result_at(g: &Gateway, swarm: &str, task: &str, seq: u64) -> Option<Res
     let js = async_nats::jetstream::new(g.swarms.client.clone());
     let stream = js.get_stream(subjects::A2AP_STREAM).await.ok()?;
     let msg = stream.get_raw_message(seq).await.ok()?;
-    if msg.subject.as_str() != subjects::result(swarm, task) {
+    if subjects::Subject::parse(&msg.subject)
+        != Some(subjects::Subject::Result {
+            swarm_id: swarm,
+            task_id: task,
+        })
+    {
         return None;
     }
     swarm_runtime::wire::decode::<ResultSubmission>(Some(&msg.headers), &msg.payload)

@@ -32,12 +32,15 @@ use crate::token::TokenKey;
 /// The most deliveries of one event: a bound, never reached in practice.
 const MAX_DELIVER: i64 = 1_000;
 
-/// The manager consumer: pinned to one replica at a time.
-pub(super) fn config(config: &ManagerConfig) -> pull::Config {
+/// The consumer of manager partition `partition`: pinned to one replica at
+/// a time, its owner.
+pub(super) fn config(config: &ManagerConfig, partition: u32) -> pull::Config {
     pull::Config {
-        durable_name: Some(subjects::MANAGER_CONSUMER.into()),
-        description: Some("Manager replicas: deployments, results, errors, control, asks".into()),
-        filter_subjects: subjects::manager_filters(),
+        durable_name: Some(subjects::manager_consumer(partition)),
+        description: Some(format!(
+            "Manager partition {partition}: deployments, results, errors, control, asks, replans"
+        )),
+        filter_subjects: subjects::manager_filters(partition),
         ack_policy: AckPolicy::Explicit,
         ack_wait: config.ack_wait,
         deliver_policy: DeliverPolicy::All,

@@ -2,20 +2,25 @@
 //! ([`crate::driver`]), which carries swarm events from JetStream in and
 //! the drivers' decisions back out.
 //!
-//! Manager replicas pull from one durable consumer whose priority group the
-//! server pins to one replica at a time: the active manager gets every
-//! swarm's events, the others wait on standby and the server moves the pin
-//! to one of them when the active one stops pulling (crash, stall or
-//! shutdown). So each swarm has one owner, whose cached state stays current
-//! from one event to the next. Within a replica each swarm is an actor (one
-//! task, one channel) that hands its queued events to its driver as one
-//! batch and carries out what the driver decides, in order: every rule of
-//! when a state is read, written and acked, and of which side effects wait
-//! for the write, is the driver's, tested by script without a broker
+//! The A2AP stream stores each swarm's messages under one of N manager
+//! partitions (a subject transform on the swarm id), and each partition
+//! has a durable consumer whose priority group the server pins to one
+//! replica at a time. The replicas share the partitions by rendezvous
+//! hashing over the ones they hear on a heartbeat (`partitions`): each
+//! pulls only the partitions it owns, so each swarm has one owner, whose
+//! cached state stays current from one event to the next; a replica that
+//! crashes, stalls or leaves has its partitions moved to the others (the
+//! pin lapses or is handed over, and unacked events are redelivered).
+//! Within a replica each swarm is an actor (one task, one channel) that
+//! hands its queued events to its driver as one batch and carries out what
+//! the driver decides, in order: every rule of when a state is read,
+//! written and acked, and of which side effects wait for the write, is
+//! the driver's, tested by script without a broker
 //! (`manager/tests/driver.rs`).
 //!
-//! The executor is split by job: `consumer` (the consumer, routing events
-//! to the swarms' actors, reading them), `actor` (one swarm's loop: its
+//! The executor is split by job: `partitions` (which partitions this
+//! replica owns, and pulling them), `consumer` (the partitions' consumers,
+//! routing events to the swarms' actors, reading them), `actor` (one swarm's loop: its
 //! driver's inputs in, its effects and requests out), `store` (the swarms'
 //! states in the KV bucket), `outbox` (assignments, the report, dead
 //! letters), `review` (gates and the model reviewer) and `deadlines` (the
@@ -25,6 +30,7 @@ mod actor;
 mod consumer;
 mod deadlines;
 mod outbox;
+mod partitions;
 mod review;
 mod store;
 
@@ -32,7 +38,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use async_nats::jetstream::{
@@ -46,7 +52,7 @@ use swarm_common::subjects;
 use swarm_runtime::{Infra, NatsArgs};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use crate::token::TokenKey;
 use swarm_agent::gates::GateOptions;
@@ -137,35 +143,45 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
     let infra = Infra::open(&client, config.replicas).await?;
     swarm_runtime::hello::spawn(&client, "manager", &config.agent_id).await?;
     let a2ap = infra.a2ap().await?;
-    let consumer: PullConsumer = a2ap
-        .create_consumer(consumer::config(&config))
-        .await
-        .context("creating the manager consumer")?;
-    let mut consumer = consumer;
-    let info = consumer
-        .info()
-        .await
-        .context("reading the manager consumer")?;
-    anyhow::ensure!(
-        info.config.filter_subjects == subjects::manager_filters(),
-        "the server dropped the manager consumer's filter_subjects (nats-server >= 2.10 needed)"
-    );
-    anyhow::ensure!(
-        info.config.priority_policy == PriorityPolicy::PinnedClient,
-        "the server dropped the manager consumer's pinned priority group (nats-server >= 2.11 needed)"
-    );
+    let partitions = swarm_runtime::infra::partitions(&a2ap.cached_info().config)
+        .context("the A2AP stream has no manager partitions (run `swarm setup`)")?;
+    let mut consumers = Vec::with_capacity(partitions as usize);
+    for p in 0..partitions {
+        let consumer: PullConsumer = a2ap
+            .create_consumer(consumer::config(&config, p))
+            .await
+            .with_context(|| format!("creating the consumer of manager partition {p}"))?;
+        let info = &consumer.cached_info().config;
+        anyhow::ensure!(
+            info.filter_subjects == subjects::manager_filters(p),
+            "the server dropped the manager consumer's filter_subjects (nats-server >= 2.10 needed)"
+        );
+        anyhow::ensure!(
+            info.priority_policy == PriorityPolicy::PinnedClient,
+            "the server dropped the manager consumer's pinned priority group (nats-server >= 2.11 needed)"
+        );
+        consumers.push(consumer);
+    }
     // Pull requests must be renewed well within the pin's lifetime, or the
-    // active replica loses the pin between two of them.
+    // owner loses the pin between two of them.
     let expires = (config.pin_ttl / 4).max(Duration::from_millis(100));
-    let pull = || {
-        consumer
-            .stream()
-            .group(subjects::MANAGER_GROUP)
-            .expires(expires)
-            .heartbeat(expires / 2)
-            .messages()
+    let (events_tx, mut events) = mpsc::channel(1024);
+    let mut holdings = partitions::Holdings::new(a2ap.clone(), consumers, expires, events_tx);
+    // This replica among the others: a process id of its own, so that two
+    // replicas given the same agent id still count as two.
+    let me = format!("{}#{}", config.agent_id, uuid::Uuid::new_v4().simple());
+    let mut members = partitions::Members::new(me.clone());
+    let mut beats = client
+        .subscribe(subjects::MANAGER_HEARTBEAT)
+        .await
+        .context("listening to the other managers")?;
+    let beat = |leaving| {
+        serde_json::to_vec(&partitions::Heartbeat {
+            id: me.clone(),
+            leaving,
+        })
+        .unwrap_or_default()
     };
-    let mut messages = pull().await.context("pulling manager events")?;
     // The manager's card, in the `agents` bucket and as the metadata of its
     // NATS service (which answers `$SRV.PING`, `INFO` and `STATS`).
     let mut card = swarm_runtime::cards::card("manager", &config.agent_id);
@@ -195,17 +211,40 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
         agent_id: config.agent_id.clone(),
         report_budget: (client.server_info().max_payload / 2).max(64 * 1024),
     });
-    info!(agent_id = %config.agent_id, "manager ready");
+    info!(agent_id = %config.agent_id, partitions, "manager ready");
     swarm_runtime::health::started();
     let sweeper = tokio::spawn(deadlines::sweep(ctx.clone()));
 
     let mut actors: HashMap<String, mpsc::UnboundedSender<jetstream::Message>> = HashMap::new();
     let mut running = JoinSet::new();
-    let mut pin: Option<String> = None;
+    let started = Instant::now();
+    let mut ticks = tokio::time::interval(partitions::HEARTBEAT_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let rebalance = |members: &mut partitions::Members, holdings: &mut partitions::Holdings| {
+        if started.elapsed() >= partitions::SETTLE {
+            let want = members.owned(holdings.partitions(), Instant::now());
+            holdings.hold(&want);
+        }
+    };
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
+            _ = ticks.tick() => {
+                if let Err(e) = client.publish(subjects::MANAGER_HEARTBEAT, beat(false).into()).await {
+                    debug!(error = %e, "could not send the heartbeat");
+                }
+                rebalance(&mut members, &mut holdings);
+            }
+            Some(heard) = beats.next() => {
+                if let Some(h) = partitions::Heartbeat::read(&heard.payload) {
+                    let leaving = h.leaving;
+                    members.heard(h, Instant::now());
+                    if leaving {
+                        rebalance(&mut members, &mut holdings);
+                    }
+                }
+            }
             Some(msg) = rerouted.recv() => {
                 consumer::route(&ctx, &mut actors, &mut running, msg, config.max_swarms, true).await
             }
@@ -217,44 +256,30 @@ pub async fn run(config: ManagerConfig, shutdown: impl Future<Output = ()>) -> a
                     }
                 }
             }
-            next = messages.next() => match next {
-                None => {
-                    warn!("the manager's message stream ended");
-                    break;
+            Some((partition, msg)) = events.recv() => {
+                let pinned = msg
+                    .headers
+                    .as_ref()
+                    .and_then(|h| h.get(async_nats::header::NATS_PIN_ID))
+                    .map(|v| v.as_str());
+                if let Some(id) = pinned
+                    && holdings.pinned(partition, id)
+                {
+                    ctx.pin_epoch.fetch_add(1, Ordering::SeqCst);
                 }
-                Some(Err(e)) => {
-                    if let Some(fresh) = swarm_runtime::retry::pull_again("manager events", &e, pull()).await {
-                        messages = fresh;
-                    }
-                }
-                Some(Ok(msg)) => {
-                    let pinned = msg
-                        .headers
-                        .as_ref()
-                        .and_then(|h| h.get(async_nats::header::NATS_PIN_ID))
-                        .map(|v| v.as_str());
-                    if let Some(id) = pinned
-                        && pin.as_deref() != Some(id)
-                    {
-                        info!(pin = id, "this replica is the active manager");
-                        pin = Some(id.to_owned());
-                        ctx.pin_epoch.fetch_add(1, Ordering::SeqCst);
-                    }
-                    consumer::route(&ctx, &mut actors, &mut running, msg, config.max_swarms, false).await
-                }
+                consumer::route(&ctx, &mut actors, &mut running, msg, config.max_swarms, false).await
             }
         }
     }
-    // Hand the pin over now rather than after it lapses: a standby replica
-    // takes the swarms while this one finishes what it holds.
-    drop(messages);
-    if let Err(e) = ctx
-        .a2ap
-        .unpin_consumer(subjects::MANAGER_CONSUMER, subjects::MANAGER_GROUP)
-        .await
-    {
-        debug!(error = %e, "could not release the pin; it lapses on its own");
-    }
+    // Say so first, so the others take the partitions at once; then hand
+    // over the pins rather than let them lapse, while this replica finishes
+    // what it holds.
+    let _ = client
+        .publish(subjects::MANAGER_HEARTBEAT, beat(true).into())
+        .await;
+    let _ = client.flush().await;
+    holdings.release_all().await;
+    drop(events);
     info!("manager draining");
     swarm_runtime::health::stopping();
     let _ = service.stop().await;

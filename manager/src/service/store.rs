@@ -70,15 +70,11 @@ pub(super) async fn deployment(
     ctx: &Ctx,
     swarm_id: &str,
 ) -> anyhow::Result<Option<(SwarmDeployment, u64)>> {
-    use async_nats::jetstream::stream::LastRawMessageErrorKind;
-    let msg = match ctx
-        .a2ap
-        .get_last_raw_message_by_subject(&subjects::deploy(swarm_id))
+    let Some(msg) = wire::last_on(&ctx.a2ap, &subjects::deploy(swarm_id))
         .await
-    {
-        Ok(m) => m,
-        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok(None),
-        Err(e) => return Err(anyhow::Error::new(e).context("reading the swarm's deployment")),
+        .context("reading the swarm's deployment")?
+    else {
+        return Ok(None);
     };
     let Ok(env) = wire::decode::<SwarmDeployment>(Some(&msg.headers), &msg.payload) else {
         return Ok(None);

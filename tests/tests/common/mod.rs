@@ -58,13 +58,15 @@ pub async fn messages_raw(nc: &async_nats::Client, stream: &str, subject: &str) 
         .collect()
 }
 
-/// Every message stored on `subject` in `stream`, oldest first.
+/// Every message published on `subject` and stored in `stream`, oldest
+/// first (found where the stream stores it: the A2AP stream puts each
+/// swarm's messages under its manager partition).
 async fn stored(nc: &async_nats::Client, stream: &str, subject: &str) -> Vec<jetstream::Message> {
     let js = jetstream::new(nc.clone());
     let stream = js.get_stream(stream).await.unwrap();
     let consumer = stream
         .create_consumer(jetstream::consumer::pull::OrderedConfig {
-            filter_subject: subject.to_string(),
+            filter_subject: swarm_runtime::wire::stored_subject(&stream, subject),
             ..Default::default()
         })
         .await
@@ -438,6 +440,49 @@ pub fn python_path(what: &str, imports: &str, install: &str) -> Option<std::ffi:
             );
             eprintln!("skipped: {what} cannot run ({why}); install with `{install}`");
             None
+        }
+    }
+}
+
+/// The status line and body of `GET /metrics` on 127.0.0.1:`port`.
+pub async fn get_metrics(port: u16) -> Option<(String, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .ok()?;
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).await.ok()?;
+    let (head, body) = reply.split_once("\r\n\r\n")?;
+    Some((head.lines().next()?.to_owned(), body.to_owned()))
+}
+
+/// Every series of a Prometheus text body (name and labels, as written)
+/// and its value.
+pub fn series(body: &str) -> std::collections::BTreeMap<String, f64> {
+    body.lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| {
+            let (name, value) = l.rsplit_once(' ')?;
+            Some((name.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `count` consecutive ports of 127.0.0.1 that are free now (the roles bind
+/// them moments later; a port taken in between fails the start, naming it).
+pub fn free_ports(count: u16) -> u16 {
+    loop {
+        let first = swarm_testkit::free_port().unwrap();
+        let free = (0..count).all(|i| {
+            first
+                .checked_add(i)
+                .is_some_and(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        });
+        if free {
+            return first;
         }
     }
 }
