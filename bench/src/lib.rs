@@ -47,6 +47,8 @@ pub enum Scenario {
     Memory,
     /// SIGKILL of a manager while swarms run.
     Failover,
+    /// The sustained load on 1, 2 and 3 manager replicas.
+    Managers,
 }
 
 /// Which server configurations to run under.
@@ -385,6 +387,17 @@ pub async fn run(args: &Args, build: BuildPolicy) -> anyhow::Result<Vec<Table>> 
             let (c, _) = start(args.spec(sync), &bin_dir, &scale).await?;
             emit(&mut tables, scenarios::memory(&c, &scale).await?);
             c.stop().await;
+        }
+        if args.wants(Scenario::Managers) {
+            let mut rows = Vec::new();
+            for n in 1..=3 {
+                let mut spec = args.spec(sync);
+                spec.managers = n;
+                let (c, _) = start(spec, &bin_dir, &scale).await?;
+                rows.push(scenarios::managers_row(&c, &scale).await?);
+                c.stop().await;
+            }
+            emit(&mut tables, scenarios::managers_table(sync, &scale, rows));
         }
         if args.wants(Scenario::Failover) {
             let mut rows = Vec::new();

@@ -883,6 +883,69 @@ pub async fn sustained(c: &BenchCluster, floor: &Floor, scale: &Scale) -> anyhow
     Ok(t)
 }
 
+/// The sustained load on the cluster's manager replicas: one row of
+/// [`managers_table`] (replicas, tasks/s, tasks per CPU-second of every
+/// process and of the managers alone, task latency).
+pub async fn managers_row(c: &BenchCluster, scale: &Scale) -> anyhow::Result<Vec<String>> {
+    let before = CpuUse::read(c);
+    let (elapsed, results) = load(c, scale).await?;
+    let cpu = CpuUse::read(c).since(before);
+    let tasks: Vec<f64> = results
+        .iter()
+        .flat_map(|l| task_latencies(&l.report).collect::<Vec<_>>())
+        .collect();
+    let tl = Summary::of(tasks).context("no tasks")?;
+    let total = (scale.sustained_missions * scale.sustained_tasks) as f64;
+    let all = cpu.nats + cpu.boss + cpu.managers + cpu.workers;
+    let per = |secs: f64| {
+        if secs > 0.0 {
+            format!("{:.0}", total / secs)
+        } else {
+            "-".into()
+        }
+    };
+    Ok(vec![
+        c.local.managers.len().to_string(),
+        fmt_rate(total / elapsed.as_secs_f64()),
+        per(all),
+        per(cpu.managers),
+        fmt_ms(tl.p50),
+        fmt_ms(tl.p99),
+    ])
+}
+
+/// The table of [`managers_row`]s, one per number of manager replicas.
+pub fn managers_table(
+    sync: crate::cluster::SyncMode,
+    scale: &Scale,
+    rows: Vec<Vec<String>>,
+) -> Table {
+    let mut t = Table::new(
+        format!("Manager replicas: sustained load on 1, 2 and 3 managers ({sync})"),
+        format!(
+            "{} missions of {} independent tasks, as in the sustained load, on a fresh cluster \
+             for each number of manager replicas; the replicas share the A2AP stream's manager \
+             partitions (8). Tasks per CPU-second divide the tasks by the CPU time the processes \
+             used (/proc/<pid>/stat before and after): on a machine with fewer cores than \
+             processes, tasks/s is bounded by the cores, and tasks per CPU-second says what each \
+             replica's share of the work costs",
+            scale.sustained_missions, scale.sustained_tasks
+        ),
+        &[
+            "managers",
+            "tasks/s",
+            "tasks per CPU-second (all processes)",
+            "tasks per manager CPU-second",
+            "task latency p50",
+            "task latency p99",
+        ],
+    );
+    for r in rows {
+        t.row(r);
+    }
+    t
+}
+
 /// The `swarms` bucket's stream: how many writes it has taken so far.
 async fn kv_writes(c: &BenchCluster) -> anyhow::Result<u64> {
     let mut s =
@@ -1060,7 +1123,7 @@ pub async fn memory(c: &BenchCluster, scale: &Scale) -> anyhow::Result<Table> {
     Ok(t)
 }
 
-/// SIGKILL of the active manager while swarms run: how long until they all progress again.
+/// SIGKILL of a manager that owns running swarms: how long until they all progress again.
 pub async fn failover(
     c: &mut BenchCluster,
     scale: &Scale,
@@ -1076,7 +1139,7 @@ pub async fn failover(
         .await
         .context("subscribing to assignments")?;
     let sink = seen.clone();
-    // The active manager (the one the server has pinned) sends the assignments.
+    // A manager sends the assignments of the swarms it owns.
     let active: Arc<Mutex<String>> = Arc::default();
     let sender = active.clone();
     let watcher = tokio::spawn(async move {
@@ -1123,7 +1186,8 @@ pub async fn failover(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Kill the active manager: killing a standby changes nothing.
+    // Kill a manager that owns running swarms (the sender of the latest
+    // assignment): one that owns none would change nothing.
     let victim = {
         let id = active
             .lock()
@@ -1203,13 +1267,14 @@ pub fn failover_table(
     let mut t = Table::new(
         format!("Failover: SIGKILL of one of two managers ({sync})"),
         format!(
-            "{} chains of {} tasks running on 2 managers pulling one durable consumer pinned to one \
-             of them; once each swarm has had 3 assignments, the active manager (the sender of the \
-             latest assignment) gets SIGKILL; for every swarm still running, the gap from the kill \
-             to its next state change (an assignment published, seen on a core subscription to \
-             `a2ap.work.general.>`, or its report). The takeover is the largest gap: the pin moves \
-             to the standby after the pin's lifetime (1 s), and the events the dead replica held \
-             wait for `ack_wait` to expire",
+            "{} chains of {} tasks running on 2 managers that share the manager partitions (each \
+             partition's consumer pinned to its owner); once each swarm has had 3 assignments, the \
+             sender of the latest assignment gets SIGKILL; for every swarm still running, the gap \
+             from the kill to its next state change (an assignment published, seen on a core \
+             subscription to `a2ap.work.general.>`, or its report). Only the killed manager's \
+             swarms stall. The takeover is the largest gap: the survivor misses the dead one's \
+             heartbeat after 1 s and pulls its partitions, each pinned to it once the dead one's \
+             pin lapses (1 s), and the events the dead replica held wait for `ack_wait` to expire",
             scale.failover_swarms, scale.failover_chain
         ),
         &[

@@ -350,6 +350,8 @@ mod tests {
         model_limit_waited("paused", 2.0);
         model_paused();
         model_limits_unavailable();
+        partition_owned(3, true);
+        partition_owned(4, false);
         let text = render();
         for needle in [
             "swarm_missions_refused_total{role=\"test\",code=\"invalid_mission\"} 1",
@@ -364,6 +366,8 @@ mod tests {
             "swarm_model_limit_wait_seconds_bucket{role=\"test\",reason=\"paused\",le=\"2.5\"} 1",
             "swarm_model_pauses_total{role=\"test\"} 1",
             "swarm_model_limits_unavailable_total{role=\"test\"} 1",
+            "swarm_manager_partition_owned{role=\"test\",partition=\"3\"} 1",
+            "swarm_manager_partition_owned{role=\"test\",partition=\"4\"} 0",
             "swarm_build_info{role=\"test\",version=",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");

@@ -267,7 +267,8 @@ pub async fn publish<T: Payload>(
     .await
 }
 
-/// Records an input that can never be processed on `swarm.deadletter.<source>`.
+/// Records an input that can never be processed on `swarm.deadletter.<source>`,
+/// under the subject it was published on.
 pub async fn dead_letter(
     js: &Context,
     source: &str,
@@ -276,8 +277,11 @@ pub async fn dead_letter(
     payload: &[u8],
     recorded_by: &str,
 ) -> Result<(), RuntimeError> {
+    // As published (not as a stream stored it): a dead letter names where
+    // to send the message again.
+    let subject = subjects::published(subject);
     tracing::warn!(source, subject, code = %reason.code, reason = %reason.message, "dead letter");
-    let record = DeadLetter::new(subject, reason, payload, recorded_by);
+    let record = DeadLetter::new(&subject, reason, payload, recorded_by);
     let codec = codec();
     let bytes = Bytes::from(codec.encode(&record)?);
     js.publish_with_headers(subjects::deadletter(source), headers(codec, None), bytes)
@@ -300,9 +304,7 @@ pub async fn reject(
     recorded_by: &str,
 ) {
     use async_nats::jetstream::AckKind;
-    // As published: a dead letter names where to send the message again.
-    let subject = subjects::published(&msg.subject);
-    match dead_letter(js, source, &subject, reason, &msg.payload, recorded_by).await {
+    match dead_letter(js, source, &msg.subject, reason, &msg.payload, recorded_by).await {
         Ok(()) => {
             let _ = msg.ack_with(AckKind::Term).await;
         }

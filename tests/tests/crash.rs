@@ -480,7 +480,7 @@ async fn a_mission_recorded_by_a_boss_that_died_is_planned_by_another() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_manager_is_active_and_a_standby_takes_over_when_it_dies() {
+async fn one_manager_owns_a_swarm_and_another_takes_it_over_when_it_dies() {
     // Default ack_wait and pin lifetime: what a user gets.
     let mut cluster = Cluster::builder()
         .bosses(1)
@@ -494,7 +494,8 @@ async fn one_manager_is_active_and_a_standby_takes_over_when_it_dies() {
     let tasks = chain(&ids, |_| common::sleep(100));
     let swarm_id = common::submit(&nc, &common::mission("pinned", tasks)).await;
     let before = wait_for_assignments(&nc, &swarm_id, 3, Duration::from_millis(50)).await;
-    // The server delivers every event to one replica: it alone assigns.
+    // The server delivers every event of the swarm's partition to the
+    // replica that owns it: it alone assigns.
     let active = before[0].sender_agent.clone();
     assert!(
         before.iter().all(|a| a.sender_agent == active),

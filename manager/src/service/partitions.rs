@@ -104,7 +104,7 @@ impl Members {
 /// partitions: long enough to hear every live replica once, so that it
 /// does not pull (and perhaps get pinned to) partitions it is about to
 /// find are another's.
-pub(super) const SETTLE: Duration = Duration::from_millis(2 * 250 + 50);
+pub(super) const SETTLE: Duration = Duration::from_millis(2 * 250);
 
 /// What this replica holds: a puller for each partition it owns, feeding
 /// one channel, and the pin each partition was last delivered under.
