@@ -114,13 +114,17 @@ pub fn manager_consumer(partition: u32) -> String {
 /// alive (or leaving), so that all agree which partitions each one owns.
 pub const MANAGER_HEARTBEAT: &str = "swarm.managers.heartbeat";
 
+/// What the A2AP stream's partition transform applies to: every swarm
+/// message (the assignments are in the WORK stream).
+pub const PARTITION_SOURCE: &str = "a2ap.*.>";
+
 /// The subject transform of the A2AP stream over `partitions`: every
 /// `a2ap.<swarm>.<kind>[.<task>]` is stored as
 /// `a2ap.<swarm>.<partition>.<kind>[.<task>]`, the partition computed by the
 /// server as [`partition`] computes it.
 pub fn partition_transform(partitions: u32) -> (String, String) {
     (
-        "a2ap.*.>".into(),
+        PARTITION_SOURCE.into(),
         format!(
             "a2ap.{{{{wildcard(1)}}}}.{{{{partition({},1)}}}}.>",
             partitions.clamp(1, MAX_PARTITIONS)

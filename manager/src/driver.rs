@@ -39,7 +39,7 @@
 //!   dropped or read again, they are handed back ("Deferred state writes").
 //! - Every write is a compare-and-swap: a lost one reads again and decides
 //!   again; a "nothing to do" decided from a cached state is checked
-//!   against a fresh read ("One active manager, pinned by the server").
+//!   against a fresh read ("One owner per swarm, pinned by the server").
 //! - An event ahead of the stored state waits for the events before it,
 //!   within a patience; an event before its swarm's first state write
 //!   deploys the swarm from its recent deployment in the stream.

@@ -23,8 +23,9 @@ struct Cli {
     /// would pay for twice). A takeover waits for this long.
     #[arg(long, env = "SWARM_MANAGER_ACK_WAIT")]
     ack_wait: Option<f64>,
-    /// Seconds the server keeps the active replica pinned after it stops
-    /// pulling; then a standby replica becomes the active one.
+    /// Seconds the server keeps a partition pinned to its owner after the
+    /// owner stops pulling; then the replica that took the partition over
+    /// is served.
     #[arg(long, env = "SWARM_MANAGER_PIN_TTL", default_value_t = 1.0)]
     pin_ttl: f64,
     /// Replicas that may die applying one redelivered event, after the

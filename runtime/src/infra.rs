@@ -236,7 +236,7 @@ pub fn partitions(config: &stream::Config) -> Option<u32> {
     config
         .subject_transform
         .as_ref()
-        .filter(|t| t.source == subjects::partition_transform(1).0)
+        .filter(|t| t.source == subjects::PARTITION_SOURCE)
         .and_then(|t| subjects::partitions_of(&t.destination))
 }
 
@@ -609,14 +609,34 @@ mod tests {
             "SWARM_A2AP_MAX_GB" => Some("1".into()),
             "SWARM_BUCKET_MAX_GB" => Some("nonsense".into()),
             "SWARM_REQUESTS_DAYS" => Some("-3".into()),
+            "SWARM_MANAGER_PARTITIONS" => Some("99".into()),
             _ => None,
         });
+        assert_eq!(d.partitions, subjects::DEFAULT_PARTITIONS);
+        assert_eq!(r.partitions, subjects::MAX_PARTITIONS, "clamped");
         assert_eq!(r.finished, 2 * DAY);
         assert_eq!(r.journal, DAY / 2);
         assert_eq!(r.a2ap_bytes, GIB);
         assert_eq!(r.bucket_bytes, d.bucket_bytes);
         assert_eq!(d.bucket_bytes, 0, "no reservation unless asked for");
         assert_eq!(r.requests, d.requests);
+    }
+
+    #[test]
+    fn the_a2ap_stream_says_how_many_partitions_it_has() {
+        let keep = Retention {
+            partitions: 3,
+            ..Retention::default()
+        };
+        let configs = stream_configs_with(1, &keep);
+        let a2ap = configs
+            .iter()
+            .find(|c| c.name == subjects::A2AP_STREAM)
+            .unwrap();
+        assert_eq!(partitions(a2ap), Some(3));
+        for other in configs.iter().filter(|c| c.name != subjects::A2AP_STREAM) {
+            assert_eq!(partitions(other), None, "{}", other.name);
+        }
     }
 
     #[test]

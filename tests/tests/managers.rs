@@ -68,6 +68,23 @@ async fn settled(managers: &[(String, u16)]) -> BTreeMap<String, BTreeSet<u32>> 
     }
 }
 
+/// A cluster of one boss, `managers` and `workers`, each serving its
+/// `/metrics` (with `spare` ports after theirs for roles started later),
+/// and a client of it.
+async fn start(managers: usize, workers: usize, spare: usize) -> (Cluster, async_nats::Client) {
+    let ports = 1 + managers + workers + spare;
+    let cluster = Cluster::builder()
+        .bosses(1)
+        .managers(managers)
+        .workers(workers)
+        .metrics_base_port(common::free_ports(ports as u16))
+        .start()
+        .await
+        .expect("the cluster starts");
+    let nc = cluster.client().await;
+    (cluster, nc)
+}
+
 /// The metrics endpoints of the cluster's managers.
 fn managers(cluster: &Cluster) -> Vec<(String, u16)> {
     cluster
@@ -121,16 +138,7 @@ fn done_once(report: &FinalReport) {
 /// partition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_one_partitions_owner_moves_its_swarms_while_the_others_run() {
-    let base = common::free_ports(6);
-    let mut cluster = Cluster::builder()
-        .bosses(1)
-        .managers(3)
-        .workers(2)
-        .metrics_base_port(base)
-        .start()
-        .await
-        .expect("the cluster starts");
-    let nc = cluster.client().await;
+    let (mut cluster, nc) = start(3, 2, 0).await;
     let before = settled(&managers(&cluster)).await;
 
     // A partition of the replica to be killed, and one of another's.
@@ -183,16 +191,8 @@ async fn killing_one_partitions_owner_moves_its_swarms_while_the_others_run() {
 /// partitions it got back runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_joining_replica_takes_its_share_and_a_leaving_one_hands_it_back() {
-    let base = common::free_ports(4);
-    let mut cluster = Cluster::builder()
-        .bosses(1)
-        .managers(1)
-        .workers(1)
-        .metrics_base_port(base)
-        .start()
-        .await
-        .expect("the cluster starts");
-    let nc = cluster.client().await;
+    // A metrics port spare for the manager that joins.
+    let (mut cluster, nc) = start(1, 1, 1).await;
     let alone = settled(&managers(&cluster)).await;
     assert_eq!(alone["manager-1"].len(), PARTITIONS as usize, "{alone:?}");
 

@@ -71,8 +71,8 @@ pub struct ManagerConfig {
     pub replicas: usize,
     /// How long the server waits for an ack before redelivering an event.
     pub ack_wait: Duration,
-    /// How long the server keeps this replica pinned as the active manager
-    /// after it stops pulling (a crashed replica's standby takes over then).
+    /// How long the server keeps a partition pinned to this replica after
+    /// it stops pulling (a crashed replica's partitions move on then).
     pub pin_ttl: Duration,
     /// Most swarms this replica works on at once.
     pub max_swarms: usize,
@@ -116,8 +116,9 @@ struct Ctx {
     gate_options: GateOptions,
     /// Deadlines of the running swarms this replica has seen, for the sweeper.
     deadlines: std::sync::Mutex<HashMap<String, chrono::DateTime<Utc>>>,
-    /// Counts the pins this replica has been given: a cached state from an
-    /// earlier pin may be behind another replica's writes.
+    /// Counts the pins this replica has been given, on any partition: a
+    /// cached state from an earlier pin may be behind another replica's
+    /// writes.
     pin_epoch: AtomicU64,
     infra: Infra,
     a2ap: jetstream::stream::Stream,

@@ -1,8 +1,8 @@
-//! Which manager partitions this replica owns: the replicas announce
-//! themselves on a core NATS heartbeat, and every replica computes the same
-//! owner for each partition from the live ones by rendezvous hashing, so
-//! a replica that joins or leaves moves only the partitions it gains or
-//! gives up. The server's pin on each partition's consumer stays the
+//! Which manager partitions this replica owns, and pulling them: the
+//! replicas announce themselves on a core NATS heartbeat, and every replica
+//! computes the same owner for each partition from the live ones
+//! (rendezvous hashing with even shares, [`assign`]), so a replica that
+//! joins or leaves moves little more than its own share. The server's pin on each partition's consumer stays the
 //! guarantee of one owner at a time: two replicas that briefly disagree
 //! both pull, and only the pinned one is served (docs/decisions.md,
 //! "Partitioned managers").
@@ -22,16 +22,23 @@ use tracing::{debug, info, warn};
 pub(super) const HEARTBEAT_EVERY: Duration = Duration::from_millis(250);
 /// How long a replica counts as alive after its last heartbeat.
 pub(super) const ALIVE_FOR: Duration = Duration::from_secs(1);
+/// How long a starting replica listens to the others before it claims
+/// partitions: long enough to hear every live replica once, so that it
+/// does not pull (and perhaps get pinned to) partitions it is about to
+/// find are another's.
+pub(super) const SETTLE: Duration = HEARTBEAT_EVERY.saturating_mul(2);
 /// The most replicas one replica keeps track of: heartbeats past it are
 /// ignored (only managers may send them; this bounds a faulty one).
 const MAX_MEMBERS: usize = 256;
 /// The largest heartbeat read.
 const MAX_HEARTBEAT: usize = 1024;
+/// The longest replica id taken.
+const MAX_ID: usize = 256;
 
 /// What a replica says on [`swarm_common::subjects::MANAGER_HEARTBEAT`].
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub(super) struct Heartbeat {
-    /// The replica's agent id.
+    /// The replica: its agent id and a process id of its own.
     pub id: String,
     /// Whether it is shutting down (its partitions move at once).
     #[serde(default)]
@@ -46,7 +53,7 @@ impl Heartbeat {
         }
         serde_json::from_slice::<Heartbeat>(payload)
             .ok()
-            .filter(|h| !h.id.is_empty() && h.id.len() <= 256)
+            .filter(|h| !h.id.is_empty() && h.id.len() <= MAX_ID)
     }
 }
 
@@ -99,12 +106,6 @@ impl Members {
             .collect()
     }
 }
-
-/// How long a starting replica listens to the others before it claims
-/// partitions: long enough to hear every live replica once, so that it
-/// does not pull (and perhaps get pinned to) partitions it is about to
-/// find are another's.
-pub(super) const SETTLE: Duration = Duration::from_millis(2 * 250);
 
 /// What this replica holds: a puller for each partition it owns, feeding
 /// one channel, and the pin each partition was last delivered under.
