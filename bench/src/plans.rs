@@ -30,6 +30,45 @@ pub fn independent(n: usize) -> Vec<Value> {
         .collect()
 }
 
+/// Most items of one list of [`mapped`]: its file (about 6 bytes an item)
+/// stays within a result's default limit of 64 KiB.
+const ITEMS_PER_LIST: usize = 9_998;
+
+/// A mission of exactly `n` tasks (at least 3) as a user would send
+/// 100,000: lists of at most [`ITEMS_PER_LIST`] numbers written to
+/// `workspace` as `<tag>-list<l>.json`, for each a task that reads it and a
+/// map task that echoes each item, 64 at a time.
+pub fn mapped(n: usize, workspace: &std::path::Path, tag: &str) -> anyhow::Result<Vec<Value>> {
+    anyhow::ensure!(n >= 3, "a mapped mission has at least 3 tasks");
+    let lists = n.div_ceil(ITEMS_PER_LIST + 2);
+    let items = n - 2 * lists;
+    let mut tasks = Vec::with_capacity(2 * lists);
+    for l in 0..lists {
+        let count = items / lists + usize::from(l < items % lists);
+        let file = format!("{tag}-list{l}.json");
+        let list: Vec<usize> = (0..count).collect();
+        std::fs::write(workspace.join(&file), serde_json::to_vec(&list)?)?;
+        let read = json!({"tool": "read_file", "arguments": {"path": file}}).to_string();
+        let list_id = format!("list{l}");
+        tasks.push(json!({
+            "task_id": list_id,
+            "title": list_id,
+            "description": read,
+            "assigned_to": PERSONA,
+            "dependencies": [],
+        }));
+        tasks.push(json!({
+            "task_id": format!("each{l}"),
+            "title": format!("each{l}"),
+            "description": json!({"tool": "echo", "arguments": {"text": "{{item}}"}}).to_string(),
+            "assigned_to": PERSONA,
+            "dependencies": [list_id],
+            "map": {"over": {"task": list_id}, "concurrency": 64},
+        }));
+    }
+    Ok(tasks)
+}
+
 /// `n` independent tasks and one more (`join`) that depends on all of them.
 pub fn fan_out(n: usize) -> Vec<Value> {
     let mut tasks = independent(n);
@@ -65,7 +104,7 @@ pub fn mission(mission_id: &str, pool: &str, tasks: Vec<Value>) -> anyhow::Resul
                 "name": PERSONA,
                 "role": "echo",
                 "system_prompt": "You echo.",
-                "tools": ["echo"],
+                "tools": ["echo", "read_file"],
                 "collaborators": [],
                 "pool": pool,
             }],

@@ -81,7 +81,7 @@ impl Scale {
             sustained_tasks: 10,
             submit_concurrency: 64,
             sustained_pairs: 3,
-            growth: vec![10, 100, 1000],
+            growth: vec![10, 1_000, 10_000],
             memory_levels: vec![100, 500, 1000],
             failover_swarms: 20,
             failover_chain: 200,
@@ -103,7 +103,7 @@ impl Scale {
             sustained_tasks: 10,
             submit_concurrency: 16,
             sustained_pairs: 1,
-            growth: vec![10, 100],
+            growth: vec![10, 1_000],
             memory_levels: vec![20],
             failover_swarms: 4,
             failover_chain: 40,
@@ -946,48 +946,77 @@ pub fn managers_table(
     t
 }
 
-/// The `swarms` bucket's stream: how many writes it has taken so far.
-async fn kv_writes(c: &BenchCluster) -> anyhow::Result<u64> {
-    let mut s =
-        c.js.get_stream(format!("KV_{}", subjects::SWARMS_BUCKET))
-            .await
-            .context("opening the swarms bucket's stream")?;
-    Ok(s.info()
-        .await
-        .context("reading the swarms stream")?
-        .state
-        .last_sequence)
+/// What a swarm's state writes stored, as seen on their subjects.
+#[derive(Default)]
+struct Written {
+    messages: std::sync::atomic::AtomicU64,
+    bytes: std::sync::atomic::AtomicU64,
 }
 
-/// Time per task, KV bytes per task and CPU per task as missions grow.
+/// Counts every message stored under `swarm_id`'s entry and chunks in the
+/// `swarms` bucket from now on, until the returned task is aborted.
+async fn count_writes(
+    c: &BenchCluster,
+    swarm_id: &str,
+) -> anyhow::Result<(std::sync::Arc<Written>, tokio::task::JoinHandle<()>)> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let bucket = subjects::SWARMS_BUCKET;
+    let mut entry = c
+        .client
+        .subscribe(format!("$KV.{bucket}.{swarm_id}"))
+        .await?;
+    let mut chunks = c
+        .client
+        .subscribe(format!("$KV.{bucket}.{swarm_id}.>"))
+        .await?;
+    c.client.flush().await?;
+    let written = std::sync::Arc::new(Written::default());
+    let w = written.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            let m = tokio::select! {
+                Some(m) = entry.next() => m,
+                Some(m) = chunks.next() => m,
+                else => return,
+            };
+            w.messages.fetch_add(1, Relaxed);
+            w.bytes.fetch_add(m.payload.len() as u64, Relaxed);
+        }
+    });
+    Ok((written, task))
+}
+
+/// Time, state bytes written, manager memory and CPU per task as missions
+/// grow.
 pub async fn growth(c: &BenchCluster, floor: &Floor, scale: &Scale) -> anyhow::Result<Table> {
+    use std::sync::atomic::Ordering::Relaxed;
     let sync = c.spec.sync;
     let mut t = Table::new(
-        format!("Growth: one mission of N independent tasks ({sync})"),
-        "one mission at a time; time = submission -> report; the state entry's size read from the \
-         `swarms` bucket after the report; writes = growth of the bucket stream's last sequence \
-         during the mission; bytes written estimated as writes x final entry size (an upper \
-         bound: the entry grows as results arrive); CPU from /proc/<pid>/stat",
+        format!("Growth: one mission of N tasks ({sync})"),
+        "one mission at a time, as a user sends 100,000 tasks: lists of up to 9,998 numbers read \
+         from files, each fanned out by a map task (64 children at a time) whose children echo \
+         their item (N counts every task); time = submission -> report; state writes and bytes = \
+         the messages stored under the swarm's entry and chunks in the `swarms` bucket, counted \
+         on their subjects; manager memory = VmRSS after the report and VmHWM (the peak so far) \
+         from /proc/<pid>/status; CPU from /proc/<pid>/stat",
         &[
             "N",
             "time",
             "per task",
             "per task / CAS",
-            "state entry",
-            "entry / task",
             "state writes",
-            "~bytes written",
+            "bytes written",
+            "per task",
+            "manager RSS",
+            "manager peak",
             "CPU per task",
         ],
     );
-    let store =
-        c.js.get_key_value(subjects::SWARMS_BUCKET)
-            .await
-            .context("opening the swarms bucket")?;
     for &n in &scale.growth {
-        let req = plans::mission(&c.mission_id("grow"), "general", plans::independent(n))?;
+        let tasks = plans::mapped(n, &c.workspace(), &format!("grow{n}"))?;
+        let req = plans::mission(&c.mission_id("grow"), "general", tasks)?;
         let swarm_id = swarm_common::mission::swarm_id_for(req.mission_id.as_deref());
-        let writes0 = kv_writes(c).await?;
+        let (written, counter) = count_writes(c, &swarm_id).await?;
         let cpu0 = CpuUse::read(c);
         // A huge mission may not finish in reasonable time: stop waiting at
         // the cap and measure how far it got.
@@ -1020,12 +1049,8 @@ pub async fn growth(c: &BenchCluster, floor: &Floor, scale: &Scale) -> anyhow::R
         let cpu = CpuUse::read(c).since(cpu0);
         // The manager records `report_published` just after publishing: let it land.
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let writes = kv_writes(c).await? - writes0;
-        let size = store
-            .entry(&swarm_id)
-            .await
-            .context("reading the swarm's state")?
-            .map_or(0, |e| e.value.len()) as f64;
+        counter.abort();
+        let (writes, bytes) = (written.messages.load(Relaxed), written.bytes.load(Relaxed));
         let per_task = ms(elapsed) / done.max(1) as f64;
         t.row(vec![
             if finished {
@@ -1039,10 +1064,11 @@ pub async fn growth(c: &BenchCluster, floor: &Floor, scale: &Scale) -> anyhow::R
             fmt_ms(ms(elapsed)),
             fmt_ms(per_task),
             fmt_x(per_task, floor.cas.p50),
-            fmt_bytes(size),
-            fmt_bytes(size / n as f64),
             writes.to_string(),
-            fmt_bytes(writes as f64 * size),
+            fmt_bytes(bytes as f64),
+            fmt_bytes(bytes as f64 / done.max(1) as f64),
+            fmt_bytes(c.managers_rss() as f64),
+            fmt_bytes(c.managers_peak_rss() as f64),
             cpu.per(done.max(1) as f64),
         ]);
     }

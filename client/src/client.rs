@@ -283,12 +283,17 @@ pub async fn descendants(
 
 /// The stored state of a swarm.
 pub async fn state(client: &Client, swarm_id: &str) -> anyhow::Result<Option<SwarmState>> {
+    if !subjects::is_token(swarm_id) {
+        bail!("{swarm_id:?} is not a swarm id");
+    }
     let js = jetstream::new(client.clone());
     let store = js
         .get_key_value(subjects::SWARMS_BUCKET)
         .await
         .context("opening the swarms bucket")?;
-    decode_entry(&store, swarm_id).await
+    Ok(swarm_runtime::states::load(&store, swarm_id)
+        .await?
+        .map(|(state, _)| state))
 }
 
 /// A mission's record from the `missions` bucket.
@@ -828,6 +833,8 @@ pub async fn gc(client: &Client, swarm_id: &str) -> anyhow::Result<Collected> {
     .await?;
     for (bucket, filter) in [
         (subjects::SWARMS_BUCKET, swarm_id.to_string()),
+        // A large swarm's chunks of tasks ([`swarm_runtime::states`]).
+        (subjects::SWARMS_BUCKET, format!("{swarm_id}.>")),
         (subjects::MISSIONS_BUCKET, swarm_id.to_string()),
         (subjects::JOURNAL_BUCKET, format!("{swarm_id}.>")),
         (subjects::MEMORY_BUCKET, format!("{swarm_id}.>")),

@@ -190,6 +190,7 @@ mod tests {
         let now = chrono::Utc::now();
         SwarmState {
             skills_scope: None,
+            chunks: None,
             trace_id: None,
             success_criteria: Vec::new(),
             changes: Vec::new(),
@@ -203,7 +204,7 @@ mod tests {
             manager_directive: String::new(),
             workers: Vec::new(),
             planner: String::new(),
-            tasks,
+            tasks: tasks.into(),
             limits: Default::default(),
             budget: Default::default(),
             accepted_at: now,

@@ -40,7 +40,7 @@ pub use collaborate::CollaborationRequest;
 pub use error::{ErrorBody, ErrorCode};
 pub use limits::Limits;
 pub use messages::*;
-pub use state::{SwarmState, TaskState};
+pub use state::{Chunks, SwarmState, TaskState, Tasks};
 
 /// The A2AP protocol version this build speaks and writes into every envelope.
 pub const PROTOCOL_VERSION: &str = "1.0";

@@ -58,7 +58,7 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_mission_bytes: 256 * 1024,
-            max_tasks: 1000,
+            max_tasks: 100_000,
             max_workers: 64,
             max_prompt_bytes: 32 * 1024,
             max_result_bytes: 64 * 1024,

@@ -16,7 +16,9 @@
 //! item's JSON text, or the string itself) and `{{index}}` replaced; at
 //! most `concurrency` of them are assigned at once. The map task completes
 //! when every child has, its result being the JSON array of their results
-//! in item order (its dependents get the children's results as context),
+//! in item order (its dependents get the children's results as context;
+//! a child gets its item, not the whole list, so the list is not carried
+//! in each of up to 100,000 assignments),
 //! and fails as soon as one fails for good. An empty list completes it at
 //! once with `[]`. A result that is not JSON, a missing pointer, a value
 //! that is not an array, or more items than the mission's remaining task
@@ -76,6 +78,20 @@ pub struct MapState {
     /// Its children's ids, in item order, once expanded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<String>,
+    /// How far the children have got, kept as they go so that one child's
+    /// end costs the same however many there are (`None` in a state stored
+    /// before it was kept: counted again when next needed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<MapProgress>,
+}
+
+/// How far a map task's children have got.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MapProgress {
+    /// The children handed out so far: the first `started`, in item order.
+    pub started: usize,
+    /// The children completed so far.
+    pub completed: usize,
 }
 
 /// The id of the child of `map_id` for the item at `index`.

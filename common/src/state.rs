@@ -1,6 +1,6 @@
 //! `SwarmState`: what the manager stores in the `swarms` bucket for a swarm.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
@@ -129,6 +129,212 @@ impl TaskState {
     }
 }
 
+/// Tasks whose changes are tracked in blocks of this many, so that a state
+/// write stores the blocks that changed, not the whole swarm.
+pub const TASK_BLOCK: usize = 128;
+
+/// A swarm's tasks, in plan order, remembering which blocks of
+/// [`TASK_BLOCK`] tasks changed since they were last stored.
+///
+/// Reading goes through the slice it derefs to; every way of changing a
+/// task (`tasks[i].x = ..`, [`Tasks::get_mut`], [`Tasks::iter_mut`],
+/// [`Tasks::push`]) marks its block, so a write cannot miss a change. It
+/// serializes as the plain list (the stored and shown form is unchanged);
+/// one read back has nothing marked, one built from a list has everything
+/// marked.
+#[derive(Debug, Clone)]
+pub struct Tasks {
+    items: Vec<TaskState>,
+    /// Blocks changed since [`Tasks::mark_stored`], when not `all`.
+    changed: BTreeSet<usize>,
+    /// Every block counts as changed.
+    all: bool,
+    /// The first task changed since [`Tasks::take_first_changed`] (or
+    /// `usize::MAX`): for a reader that keeps a cursor over the tasks.
+    first: usize,
+}
+
+impl Default for Tasks {
+    fn default() -> Tasks {
+        Tasks::stored(Vec::new())
+    }
+}
+
+impl Tasks {
+    /// The task at `i`, marked changed.
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut TaskState> {
+        if i < self.items.len() {
+            self.mark(i);
+        }
+        self.items.get_mut(i)
+    }
+
+    fn mark(&mut self, i: usize) {
+        self.changed.insert(i / TASK_BLOCK);
+        self.first = self.first.min(i);
+    }
+
+    /// Every task, all marked changed.
+    pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, TaskState> {
+        self.mark_all();
+        self.items.iter_mut()
+    }
+
+    /// Adds a task at the end, marked changed.
+    pub fn push(&mut self, task: TaskState) {
+        self.mark(self.items.len());
+        self.items.push(task);
+    }
+
+    /// Adds tasks at the end, marked changed.
+    pub fn extend(&mut self, tasks: impl IntoIterator<Item = TaskState>) {
+        for t in tasks {
+            self.push(t);
+        }
+    }
+
+    /// Whether any task in block `b` changed since the tasks were last
+    /// stored.
+    pub fn block_changed(&self, b: usize) -> bool {
+        self.all || self.changed.contains(&b)
+    }
+
+    /// Whether any task changed since the tasks were last stored.
+    pub fn any_changed(&self) -> bool {
+        self.all || !self.changed.is_empty()
+    }
+
+    /// Marks every task changed.
+    pub fn mark_all(&mut self) {
+        self.all = true;
+        self.first = 0;
+    }
+
+    /// The first task changed since [`Tasks::take_first_changed`] was
+    /// last called (`usize::MAX`: none).
+    pub fn first_changed(&self) -> usize {
+        self.first
+    }
+
+    /// The first task changed since the last call (`usize::MAX`: none),
+    /// forgetting it: what a cursor over the tasks must look at again.
+    pub fn take_first_changed(&mut self) -> usize {
+        std::mem::replace(&mut self.first, usize::MAX)
+    }
+
+    /// The tasks are stored as they are: nothing is changed any more.
+    pub fn mark_stored(&mut self) {
+        self.all = false;
+        self.changed.clear();
+    }
+
+    /// The tasks, as a list.
+    pub fn into_vec(self) -> Vec<TaskState> {
+        self.items
+    }
+
+    /// Tasks read back from storage: nothing marked changed.
+    pub fn stored(items: Vec<TaskState>) -> Tasks {
+        Tasks {
+            items,
+            changed: BTreeSet::new(),
+            all: false,
+            first: usize::MAX,
+        }
+    }
+}
+
+impl PartialEq for Tasks {
+    /// Equal tasks, however they were changed.
+    fn eq(&self, other: &Tasks) -> bool {
+        self.items == other.items
+    }
+}
+
+impl From<Vec<TaskState>> for Tasks {
+    fn from(items: Vec<TaskState>) -> Tasks {
+        Tasks {
+            items,
+            changed: BTreeSet::new(),
+            all: true,
+            first: 0,
+        }
+    }
+}
+
+impl FromIterator<TaskState> for Tasks {
+    fn from_iter<I: IntoIterator<Item = TaskState>>(iter: I) -> Tasks {
+        Tasks::from(iter.into_iter().collect::<Vec<_>>())
+    }
+}
+
+impl std::ops::Deref for Tasks {
+    type Target = [TaskState];
+
+    fn deref(&self) -> &[TaskState] {
+        &self.items
+    }
+}
+
+impl std::ops::Index<usize> for Tasks {
+    type Output = TaskState;
+
+    fn index(&self, i: usize) -> &TaskState {
+        &self.items[i]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Tasks {
+    fn index_mut(&mut self, i: usize) -> &mut TaskState {
+        self.mark(i);
+        &mut self.items[i]
+    }
+}
+
+impl<'a> IntoIterator for &'a Tasks {
+    type Item = &'a TaskState;
+    type IntoIter = std::slice::Iter<'a, TaskState>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.iter()
+    }
+}
+
+impl IntoIterator for Tasks {
+    type Item = TaskState;
+    type IntoIter = std::vec::IntoIter<TaskState>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.into_iter()
+    }
+}
+
+impl Serialize for Tasks {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.items.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Tasks {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Tasks, D::Error> {
+        Vec::<TaskState>::deserialize(d).map(Tasks::stored)
+    }
+}
+
+impl JsonSchema for Tasks {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        <Vec<TaskState>>::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <Vec<TaskState>>::json_schema(generator)
+    }
+}
+
 /// The durable state of one swarm.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SwarmState {
@@ -149,7 +355,7 @@ pub struct SwarmState {
     #[serde(default)]
     pub planner: String,
     /// The tasks, in plan order.
-    pub tasks: Vec<TaskState>,
+    pub tasks: Tasks,
     /// The limits in force.
     pub limits: Limits,
     /// The mission's budget for model use.
@@ -210,9 +416,90 @@ pub struct SwarmState {
     /// its deployment (`None`: [`crate::skill::DEFAULT_SCOPE`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skills_scope: Option<String>,
+    /// How the tasks are stored when the swarm is too large for one entry
+    /// (`None`: with the rest, in one entry; docs/decisions.md, "Large
+    /// swarms in chunks").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<Chunks>,
+}
+
+/// Where a large swarm's tasks are stored: in entries of `per_chunk` tasks
+/// each beside the state's own entry, which keeps only this.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Chunks {
+    /// Tasks per chunk (a multiple of [`TASK_BLOCK`]).
+    pub per_chunk: u32,
+    /// The number of the latest write of the state.
+    pub generation: u64,
+    /// For each chunk, the write that last stored it: a chunk read back
+    /// that says otherwise is not the one this state goes with.
+    pub written: Vec<u64>,
 }
 
 impl SwarmState {
+    /// This state without its tasks: the entry of a state stored in chunks.
+    pub fn without_tasks(&self, chunks: Chunks) -> SwarmState {
+        // Spelled out, so that a field added to the state is not forgotten.
+        let SwarmState {
+            swarm_id,
+            mission,
+            mission_id,
+            status,
+            manager_directive,
+            workers,
+            planner,
+            tasks: _,
+            limits,
+            budget,
+            accepted_at,
+            started_at,
+            deadline,
+            completed_at,
+            cancel_reason,
+            last_event_seq,
+            metrics,
+            last_manager,
+            report_published,
+            sub_managers,
+            parent,
+            replan,
+            success_criteria,
+            changes,
+            trace_id,
+            skills_scope,
+            chunks: _,
+        } = self;
+        SwarmState {
+            swarm_id: swarm_id.clone(),
+            mission: mission.clone(),
+            mission_id: mission_id.clone(),
+            status: *status,
+            manager_directive: manager_directive.clone(),
+            workers: workers.clone(),
+            planner: planner.clone(),
+            tasks: Tasks::default(),
+            limits: limits.clone(),
+            budget: budget.clone(),
+            accepted_at: *accepted_at,
+            started_at: *started_at,
+            deadline: *deadline,
+            completed_at: *completed_at,
+            cancel_reason: cancel_reason.clone(),
+            last_event_seq: *last_event_seq,
+            metrics: metrics.clone(),
+            last_manager: last_manager.clone(),
+            report_published: *report_published,
+            sub_managers: sub_managers.clone(),
+            parent: parent.clone(),
+            replan: *replan,
+            success_criteria: success_criteria.clone(),
+            changes: changes.clone(),
+            trace_id: trace_id.clone(),
+            skills_scope: skills_scope.clone(),
+            chunks: Some(chunks),
+        }
+    }
+
     /// The task with this id, looked for in `tasks` one by one. (The manager,
     /// which looks tasks up for every event, keeps an index over them.)
     pub fn task(&self, task_id: &str) -> Option<&TaskState> {

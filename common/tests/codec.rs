@@ -304,6 +304,7 @@ fn control() -> Control {
 fn swarm_state() -> SwarmState {
     SwarmState {
         skills_scope: None,
+        chunks: None,
         trace_id: None,
         success_criteria: Vec::new(),
         changes: Vec::new(),
@@ -357,6 +358,10 @@ fn swarm_state() -> SwarmState {
                 error: None,
                 expanded: true,
                 children: vec!["t2-0".into()],
+                progress: Some(swarm_common::map::MapProgress {
+                    started: 1,
+                    completed: 0,
+                }),
             }),
             parent: Some("t0".into()),
             asked_by: Some("t0".into()),
@@ -368,7 +373,8 @@ fn swarm_state() -> SwarmState {
                 task_id: Some("t1-ask1".into()),
                 refused: None,
             }],
-        }],
+        }]
+        .into(),
         limits: Limits::default(),
         budget: budget(),
         accepted_at: at("2025-03-01T12:00:00Z"),

@@ -24,7 +24,7 @@ pub(crate) const DEV_NATS_CONF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../
 /// How long a started nats-server may take to accept connections.
 const NATS_START_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The path of a nats-server >= 2.11, installing one if needed.
+/// The path of a nats-server >= 2.12, installing one if needed.
 ///
 /// Runs `deploy/nats-server.sh` (or the script named by the environment
 /// variable `SWARM_NATS_INSTALLER`) once per process and remembers its answer.
@@ -46,7 +46,7 @@ fn find_nats_server() -> Result<PathBuf, String> {
             return Ok(PathBuf::from(bin));
         }
         return Err(format!(
-            "cannot find the nats-server installer {}: set NATS_SERVER_BIN to a nats-server >= 2.11 \
+            "cannot find the nats-server installer {}: set NATS_SERVER_BIN to a nats-server >= 2.12 \
              or SWARM_NATS_INSTALLER to deploy/nats-server.sh",
             script.display()
         ));
@@ -59,7 +59,7 @@ fn find_nats_server() -> Result<PathBuf, String> {
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
         return Err(format!(
-            "{} failed ({}) to provide a nats-server >= 2.11:\n{}",
+            "{} failed ({}) to provide a nats-server >= 2.12:\n{}",
             script.display(),
             out.status,
             stderr.trim_end()

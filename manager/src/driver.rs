@@ -423,6 +423,9 @@ struct Attempt {
     new_swarm: bool,
     /// The state held unstored events when the round began.
     was_dirty: bool,
+    /// The cached state was found still the stored one before the batch
+    /// ([`Driver::still_current`]).
+    verified: bool,
     changed: bool,
     /// Some event changed nothing or is ahead: a cached state may be behind.
     unsure: bool,
@@ -492,6 +495,9 @@ pub struct Driver<P> {
     /// The pin the cached state was read or written under.
     epoch: u64,
     cache: Option<Cached<P>>,
+    /// The executor found the cached state still the stored one, for the
+    /// next batch.
+    verified: bool,
     held: Option<Held>,
     generations: u64,
     phase: Phase,
@@ -507,6 +513,7 @@ impl<P> Driver<P> {
             config,
             epoch,
             cache: None,
+            verified: false,
             held: None,
             generations: 0,
             phase: Phase::Idle,
@@ -518,6 +525,31 @@ impl<P> Driver<P> {
     /// [`Request::Report`] reports.
     pub fn state(&self) -> Option<&Indexed> {
         self.cache.as_ref().map(|c| &c.state)
+    }
+
+    /// The revision of the cached state, if a batch under the pin count
+    /// `epoch` would drop it (a pin was given since it was read) or read
+    /// it again on an event that changes nothing (as it does for any
+    /// cached state) and it is large: the executor may check it is still
+    /// the stored one ([`Driver::still_current`]) with one small read,
+    /// rather than have up to 100,000 tasks read again.
+    pub fn cache_to_check(&self, epoch: u64) -> Option<u64> {
+        let c = self.cache.as_ref()?;
+        (c.revision != 0 && (epoch != self.epoch || c.state.chunks.is_some())).then_some(c.revision)
+    }
+
+    /// The stored state is still at the cached revision under the pin count
+    /// `epoch`: nobody wrote it since, so the cache stays, and the next
+    /// batch decides on it as on a fresh read.
+    pub fn still_current(&mut self, epoch: u64) {
+        self.epoch = epoch;
+        self.verified = true;
+    }
+
+    /// The cached state, to record in it that it was stored as it is (which
+    /// of its tasks changed since; where they are stored).
+    pub fn state_mut(&mut self) -> Option<&mut SwarmState> {
+        self.cache.as_mut().map(|c| &mut c.state.state)
     }
 
     /// When to send [`Input::Flush`] if no batch comes first: a deferred
@@ -839,6 +871,7 @@ impl<P> Driver<P> {
     /// One compare-and-swap round: read if nothing is cached, apply, write.
     fn attempt(&mut self, now: Now, out: &mut Ready<P>) {
         let fresh = self.cache.is_none();
+        let verified = std::mem::take(&mut self.verified) && !fresh;
         let Some(batch) = self.batch.as_mut() else {
             return;
         };
@@ -849,6 +882,7 @@ impl<P> Driver<P> {
         let new_swarm = fresh && std::mem::take(&mut batch.assume_new);
         batch.attempt = Attempt {
             fresh,
+            verified,
             new_swarm,
             ..Attempt::default()
         };
@@ -910,6 +944,7 @@ impl<P> Driver<P> {
         };
         let a = &mut batch.attempt;
         let swarm_id = self.swarm_id.as_str();
+        let mut owed = false;
         for item in &batch.items {
             match (&mut self.cache, &item.incoming) {
                 (None, Incoming::Deploy(d)) => {
@@ -962,7 +997,7 @@ impl<P> Driver<P> {
                             submission.revision,
                         ));
                     }
-                    let applied = machine::apply(&mut c.state, item.seq, event, now.wall);
+                    let applied = machine::apply_only(&mut c.state, item.seq, event, now.wall);
                     if applied.ahead {
                         // A cached state may only be behind our own pin's
                         // writes; a stored one waits for the events before it,
@@ -988,12 +1023,18 @@ impl<P> Driver<P> {
                     }
                     a.changed |= applied.changed;
                     a.unsure |= !applied.changed;
+                    owed |= !applied.changed;
                     a.commands.extend(applied.commands);
                     a.outcomes.push(Outcome::Applied);
                 }
             }
         }
-        if a.unsure && !a.fresh && !a.was_dirty {
+        if owed && let Some(c) = self.cache.as_ref() {
+            // What the state still owes, once for every event that changed
+            // nothing (a redelivery may mean it was lost).
+            a.commands.extend(machine::outstanding(&c.state));
+        }
+        if a.unsure && !a.fresh && !a.verified && !a.was_dirty {
             // "Nothing to do" from a cached state may only mean the cache is
             // behind another replica's writes: decide again on a fresh read.
             // (A state with unstored events is ahead of any read.)

@@ -22,6 +22,10 @@ pub struct TaskIndex {
     /// Per task: its first dependencies, up to here, are known completed
     /// or skipped. Both are final, so this only moves forward.
     settled: Vec<usize>,
+    /// The tasks before this one have ended (and wait for no replan), as
+    /// last looked; moved back by a change to any of them
+    /// ([`swarm_common::Tasks::take_first_changed`]).
+    open_from: usize,
 }
 
 impl PartialEq for TaskIndex {
@@ -195,6 +199,28 @@ impl Indexed {
     /// The task whose result stands for the task at `i` ([`TaskIndex::stand_in`]).
     pub fn stand_in(&self, i: usize) -> usize {
         self.index.stand_in(&self.state.tasks, i)
+    }
+
+    /// Where the tasks that have not ended may start: every task before
+    /// it has ended, as last looked ([`Indexed::all_ended`]) and unchanged
+    /// since.
+    pub fn open_from(&self) -> usize {
+        self.index.open_from.min(self.state.tasks.first_changed())
+    }
+
+    /// Whether every task has ended and waits for no replan. Looks from
+    /// where it last stopped, or the first task changed since if earlier:
+    /// so a swarm whose tasks end in about plan order costs the same per
+    /// event however many tasks it has.
+    pub fn all_ended(&mut self) -> bool {
+        let changed = self.state.tasks.take_first_changed();
+        let tasks = &self.state.tasks;
+        let mut k = self.index.open_from.min(changed);
+        while k < tasks.len() && tasks[k].status.is_terminal() && !tasks[k].replanning {
+            k += 1;
+        }
+        self.index.open_from = k;
+        k == tasks.len()
     }
 
     /// Whether every dependency of the task at `i` has completed or been skipped.

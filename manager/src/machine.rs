@@ -21,7 +21,7 @@ use swarm_common::{
 };
 
 use crate::index::{Indexed, TaskIndex};
-use swarm_common::map::{self, MapState};
+use swarm_common::map::{self, MapProgress, MapState};
 
 /// Something that happened to a swarm.
 #[derive(Debug, Clone)]
@@ -142,7 +142,7 @@ pub fn deploy(
         manager_directive: d.plan.manager_directive.clone(),
         workers: d.plan.workers.clone(),
         planner: d.plan.planner.clone(),
-        tasks: Vec::new(),
+        tasks: Default::default(),
         limits: d.limits.clone(),
         budget: d.budget.clone(),
         accepted_at: d.accepted_at,
@@ -158,6 +158,7 @@ pub fn deploy(
         parent: d.parent.clone(),
         trace_id: d.trace_id.clone(),
         skills_scope: d.skills_scope.clone(),
+        chunks: None,
     });
     if let Some(why) = &d.failure {
         state.status = SwarmStatus::Failed;
@@ -191,16 +192,24 @@ pub fn deploy(
     (state, commands)
 }
 
-/// Applies one event.
+/// Applies one event. One that changes nothing answers with what the
+/// state still owes ([`outstanding`]): a redelivery may mean it was lost.
 pub fn apply(state: &mut Indexed, seq: u64, event: &Event, now: DateTime<Utc>) -> Applied {
+    let mut applied = apply_only(state, seq, event, now);
+    if !applied.changed && !applied.ahead {
+        applied.commands = outstanding(state);
+    }
+    applied
+}
+
+/// [`apply`], but an event that changes nothing answers with nothing: for
+/// a caller applying many events, which asks [`outstanding`] once for all
+/// of them (it scans the tasks).
+pub fn apply_only(state: &mut Indexed, seq: u64, event: &Event, now: DateTime<Utc>) -> Applied {
     if state.status.is_terminal() {
         // Late results and repeated cancels change nothing; the report may
         // still be owed if it was not yet published.
-        return Applied {
-            changed: false,
-            commands: outstanding(state),
-            ahead: false,
-        };
+        return Applied::default();
     }
     if is_ahead(state, event) {
         return Applied {
@@ -209,6 +218,14 @@ pub fn apply(state: &mut Indexed, seq: u64, event: &Event, now: DateTime<Utc>) -
         };
     }
     let mut commands = Vec::new();
+    // The task the event is about, and whether it had ended before: a map
+    // task counts a child's end once.
+    let target = match event {
+        Event::Result { submission, .. } => state.position(&submission.task_id),
+        Event::TaskError { task_id, .. } => state.position(task_id),
+        _ => None,
+    };
+    let ended_before = target.is_some_and(|c| state.tasks[c].status.is_terminal());
     let changed = match event {
         Event::Result {
             seq: rseq,
@@ -279,22 +296,14 @@ pub fn apply(state: &mut Indexed, seq: u64, event: &Event, now: DateTime<Utc>) -
         }
         Event::Poisoned { .. } => false,
     };
-    if changed {
-        let task_id = match event {
-            Event::Result { submission, .. } => Some(&submission.task_id),
-            Event::TaskError { task_id, .. } => Some(task_id),
-            _ => None,
-        };
-        if let Some(c) = task_id.and_then(|id| state.position(id)) {
-            child_ended(state, c, now, &mut commands);
-        }
+    if changed
+        && !ended_before
+        && let Some(c) = target
+    {
+        child_ended(state, c, now, &mut commands);
     }
     if !changed {
-        return Applied {
-            changed: false,
-            commands: outstanding(state),
-            ahead: false,
-        };
+        return Applied::default();
     }
     state.last_event_seq = state.last_event_seq.max(seq);
     if !state.status.is_terminal()
@@ -360,7 +369,12 @@ fn is_ahead(state: &Indexed, event: &Event) -> bool {
 /// Ends a running swarm before its tasks are done: every unfinished task is
 /// cancelled with `why`; finished results stay in the report.
 fn end_early(state: &mut SwarmState, status: SwarmStatus, why: String, now: DateTime<Utc>) {
-    for t in state.tasks.iter_mut().filter(|t| !t.status.is_terminal()) {
+    // By position, so that only the tasks changed are marked for the write.
+    for i in 0..state.tasks.len() {
+        if state.tasks[i].status.is_terminal() {
+            continue;
+        }
+        let t = &mut state.tasks[i];
         t.status = TaskStatus::Cancelled;
         t.completed_at = Some(now);
         t.error = Some(why.clone());
@@ -381,8 +395,9 @@ pub fn outstanding(state: &Indexed) -> Vec<Command> {
             vec![Command::Finalize]
         };
     }
-    state
-        .tasks
+    // The tasks before the open ones have ended: only the rest are looked at.
+    let tasks: &[TaskState] = &state.tasks;
+    tasks[state.open_from().min(tasks.len())..]
         .iter()
         .filter(|t| t.status == TaskStatus::Assigned)
         .map(|t| assignment(state, t))
@@ -745,11 +760,12 @@ fn cascade_cancel(state: &mut Indexed, now: DateTime<Utc>) {
             .map(|t| t.definition.task_id.clone())
             .collect();
         let mut changed = false;
-        for t in state
-            .tasks
-            .iter_mut()
-            .filter(|t| t.status == TaskStatus::Pending)
-        {
+        // By position, so that only the tasks changed are marked for the write.
+        for i in 0..state.tasks.len() {
+            let t = &state.tasks[i];
+            if t.status != TaskStatus::Pending {
+                continue;
+            }
             let why = if let Some(d) = t.definition.dependencies.iter().find(|d| dead.contains(*d))
             {
                 format!("not run: dependency {d} did not complete")
@@ -758,6 +774,7 @@ fn cascade_cancel(state: &mut Indexed, now: DateTime<Utc>) {
             } else {
                 continue;
             };
+            let t = &mut state.tasks[i];
             t.status = TaskStatus::Cancelled;
             t.completed_at = Some(now);
             t.error = Some(why);
@@ -1249,6 +1266,7 @@ fn expand_map(
             .iter()
             .map(|c| c.definition.task_id.clone())
             .collect(),
+        progress: Some(MapProgress::default()),
     });
     if children.is_empty() {
         t.status = TaskStatus::Completed;
@@ -1272,30 +1290,53 @@ fn assign_children(state: &mut Indexed, m: usize, now: DateTime<Utc>, commands: 
         .map
         .as_ref()
         .map_or(1, |s| s.concurrency) as usize;
-    let children: Vec<usize> = state.tasks[m]
-        .map
-        .iter()
-        .flat_map(|s| s.children.iter())
-        .filter_map(|c| state.position(c))
-        .collect();
-    let mut out = children
-        .iter()
-        .filter(|&&c| {
-            matches!(
-                state.tasks[c].status,
-                TaskStatus::Assigned | TaskStatus::InProgress | TaskStatus::InputRequired
-            )
-        })
-        .count();
-    for c in children {
-        if out >= cap {
-            break;
+    let Some(mut progress) = map_progress(state, m) else {
+        return;
+    };
+    let len = state.tasks[m].map.as_ref().map_or(0, |s| s.children.len());
+    // Children are handed out in order and a failed one ends the map: the
+    // ones started and not completed are the ones out.
+    let mut out = progress.started.saturating_sub(progress.completed);
+    while out < cap && progress.started < len {
+        let c = state.tasks[m]
+            .map
+            .as_ref()
+            .and_then(|s| s.children.get(progress.started))
+            .and_then(|id| state.position(id));
+        progress.started += 1;
+        if let Some(c) = c.filter(|&c| state.tasks[c].status == TaskStatus::Pending) {
+            commands.push(assign_first(state, c, now));
+            out += 1;
         }
-        if state.tasks[c].status != TaskStatus::Pending {
-            continue;
-        }
-        commands.push(assign_first(state, c, now));
-        out += 1;
+    }
+    set_map_progress(state, m, progress);
+}
+
+/// How far the children of the map task at `m` have got: as kept, or
+/// counted from the children for a state stored before it was kept.
+fn map_progress(state: &Indexed, m: usize) -> Option<MapProgress> {
+    let map = state.tasks[m].map.as_ref()?;
+    if let Some(p) = map.progress {
+        return Some(p);
+    }
+    let status = |id: &String| state.task(id).map(|t| t.status);
+    Some(MapProgress {
+        started: map
+            .children
+            .iter()
+            .position(|id| status(id) == Some(TaskStatus::Pending))
+            .unwrap_or(map.children.len()),
+        completed: map
+            .children
+            .iter()
+            .filter(|id| status(id) == Some(TaskStatus::Completed))
+            .count(),
+    })
+}
+
+fn set_map_progress(state: &mut Indexed, m: usize, progress: MapProgress) {
+    if let Some(map) = state.tasks[m].map.as_mut() {
+        map.progress = Some(progress);
     }
 }
 
@@ -1342,6 +1383,23 @@ fn child_ended(state: &mut Indexed, c: usize, now: DateTime<Utc>, commands: &mut
         failed(state, m, now, commands);
         return;
     }
+    let kept = state.tasks[m].map.as_ref().and_then(|s| s.progress);
+    let Some(progress) = (match kept {
+        Some(p) => Some(MapProgress {
+            completed: p.completed + 1,
+            ..p
+        }),
+        // Counted from the children, this one among them.
+        None => map_progress(state, m),
+    }) else {
+        return;
+    };
+    set_map_progress(state, m, progress);
+    let len = state.tasks[m].map.as_ref().map_or(0, |s| s.children.len());
+    if progress.completed < len {
+        return assign_children(state, m, now, commands);
+    }
+    // Once, at the end: every child is looked at.
     let children: Vec<usize> = state.tasks[m]
         .map
         .iter()
@@ -1364,6 +1422,11 @@ fn child_ended(state: &mut Indexed, c: usize, now: DateTime<Utc>, commands: &mut
         t.result_preview = preview(&format!("[{}]", previews.join(", ")));
         completed(state, m, now, commands);
     } else {
+        // The count went wrong (a state stored before it was kept): count
+        // the children again.
+        if let Some(map) = state.tasks[m].map.as_mut() {
+            map.progress = None;
+        }
         assign_children(state, m, now, commands);
     }
 }
@@ -1378,12 +1441,7 @@ fn assign_first(state: &mut Indexed, i: usize, now: DateTime<Utc>) -> Command {
 }
 
 fn finish_if_done(state: &mut Indexed, now: DateTime<Utc>, commands: &mut Vec<Command>) {
-    if state.status.is_terminal()
-        || !state
-            .tasks
-            .iter()
-            .all(|t| t.status.is_terminal() && !t.replanning)
-    {
+    if state.status.is_terminal() || !state.all_ended() {
         return;
     }
     // Skipped is an outcome, not a failure: every task that ran completed,
@@ -1430,10 +1488,19 @@ fn assignment(state: &Indexed, t: &TaskState) -> Command {
         Some(p) if t.definition.dependencies.is_empty() => p.context.clone(),
         _ => Vec::new(),
     };
+    // A map's child is given its item, not the whole list it came from
+    // (which would ride along in every one of up to 100,000 assignments).
+    let over = t
+        .parent
+        .as_ref()
+        .and_then(|m| state.task(m))
+        .and_then(|m| m.definition.map.as_ref())
+        .map(|m| m.over.task.as_str());
     let context = t
         .definition
         .dependencies
         .iter()
+        .filter(|d| Some(d.as_str()) != over)
         .filter_map(|d| state.position(d))
         .map(|d| &state.tasks[state.stand_in(d)])
         .flat_map(|d| match &d.map {

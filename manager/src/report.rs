@@ -8,24 +8,27 @@ use swarm_common::{
     ErrorBody, ErrorCode, FinalReport, SwarmState, SwarmStatus, TaskOutcome, TaskStatus,
 };
 
+/// Swarms with more tasks than this report the children of their map
+/// tasks through the map task alone (its result is theirs, in item order),
+/// but for the children that failed: so the report of a mission of 100,000
+/// tasks stays one message. The state keeps every child.
+pub const LIST_EVERY_CHILD_UP_TO: usize = 1_000;
+
 /// Builds the report. `results` maps task ids to their accepted result text;
-/// when their total exceeds `budget_bytes`, each is shortened to a fair share
-/// and marked truncated (the full text stays in the stream at `result_seq`).
+/// when the reported tasks' total exceeds `budget_bytes`, each is shortened
+/// to a fair share and marked truncated (the full text stays in the stream
+/// at `result_seq`).
 pub fn build(
     state: &SwarmState,
     results: &HashMap<String, String>,
     budget_bytes: usize,
     now: DateTime<Utc>,
 ) -> FinalReport {
-    let total: usize = results.values().map(String::len).sum();
-    let share = if total > budget_bytes && !results.is_empty() {
-        Some(budget_bytes / results.len())
-    } else {
-        None
-    };
-    let task_results: Vec<TaskOutcome> = state
+    let fold = state.tasks.len() > LIST_EVERY_CHILD_UP_TO;
+    let reported: Vec<(&swarm_common::TaskState, String)> = state
         .tasks
         .iter()
+        .filter(|t| !fold || t.parent.is_none() || t.status == TaskStatus::Failed)
         .map(|t| {
             let full = match &t.map {
                 Some(m) if m.expanded && t.status == TaskStatus::Completed => {
@@ -36,6 +39,18 @@ pub fn build(
                     .cloned()
                     .unwrap_or_default(),
             };
+            (t, full)
+        })
+        .collect();
+    let total: usize = reported.iter().map(|(_, r)| r.len()).sum();
+    let share = if total > budget_bytes && !reported.is_empty() {
+        Some(budget_bytes / reported.len())
+    } else {
+        None
+    };
+    let task_results: Vec<TaskOutcome> = reported
+        .into_iter()
+        .map(|(t, full)| {
             let (result, result_truncated) = match share {
                 Some(n) if full.len() > n => (truncate(&full, n), true),
                 _ => (full, false),

@@ -845,7 +845,11 @@ fn a_map_expands_on_its_lists_result_within_its_concurrency() {
         panic!("an assignment")
     };
     assert_eq!(assignment.description, "handle f1 (#1)");
-    assert_eq!(assignment.context.len(), 1, "the list is their context");
+    assert!(
+        assignment.context.is_empty(),
+        "a child gets its item, not the whole list: {:?}",
+        assignment.context
+    );
     // A redelivered list result expands nothing twice.
     let again = submit(&mut s, 10, result("list", 1, 0, &list(5)));
     assert!(!again.changed);
@@ -1665,4 +1669,70 @@ fn with_no_replans_left_a_finished_mission_completes_at_once() {
         now(),
     );
     assert_eq!(state.status, SwarmStatus::Completed);
+}
+
+#[test]
+fn a_child_ends_once_for_its_map_however_often_its_result_comes() {
+    let (mut s, _) = machine::deploy("s1", &map_plan(), 1, now());
+    submit(&mut s, 10, result("list", 1, 0, &list(3)));
+    submit(&mut s, 11, result("m-0", 1, 0, "\"r0\""));
+    // The same result again, under a later sequence: the map still waits
+    // for its other two children.
+    assert!(!submit(&mut s, 12, result("m-0", 1, 0, "\"r0\"")).changed);
+    submit(&mut s, 13, result("m-1", 1, 0, "\"r1\""));
+    assert_eq!(status(&s, "m"), TaskStatus::InProgress);
+    let progress = s.task("m").unwrap().map.as_ref().unwrap().progress;
+    assert_eq!(
+        progress,
+        Some(swarm_common::map::MapProgress {
+            started: 3,
+            completed: 2
+        })
+    );
+    submit(&mut s, 14, result("m-2", 1, 0, "\"r2\""));
+    assert_eq!(status(&s, "m"), TaskStatus::Completed);
+}
+
+#[test]
+fn a_map_stored_before_its_progress_was_kept_counts_its_children_again() {
+    let (mut s, _) = machine::deploy("s1", &map_plan(), 1, now());
+    submit(&mut s, 10, result("list", 1, 0, &list(5)));
+    submit(&mut s, 11, result("m-0", 1, 0, "\"r0\""));
+    // As an older build stored it: no progress.
+    let m = s.position("m").unwrap();
+    s.tasks[m].map.as_mut().unwrap().progress = None;
+    let out = submit(&mut s, 12, result("m-1", 1, 0, "\"r1\""));
+    assert_eq!(
+        ids(&out.commands),
+        vec!["m-3"],
+        "two out at a time, in order"
+    );
+    for (seq, k) in [(13, 2), (14, 3), (15, 4)] {
+        submit(&mut s, seq, result(&format!("m-{k}"), 1, 0, "\"r\""));
+    }
+    assert_eq!(status(&s, "m"), TaskStatus::Completed);
+}
+
+#[test]
+fn a_large_swarms_report_names_map_children_through_their_map() {
+    let n = swarm_manager::report::LIST_EVERY_CHILD_UP_TO;
+    let (mut s, _) = machine::deploy("s1", &map_plan(), 1, now());
+    submit(&mut s, 10, result("list", 1, 0, &list(n)));
+    let mut results = std::collections::HashMap::new();
+    for k in 0..n {
+        let id = format!("m-{k}");
+        submit(&mut s, 11 + k as u64, result(&id, 1, 0, &format!("{k}")));
+        results.insert(id, k.to_string());
+    }
+    assert_eq!(status(&s, "m"), TaskStatus::Completed);
+    assert!(s.tasks.len() > n);
+    let report = swarm_manager::report::build(&s, &results, 1 << 20, now());
+    let ids: Vec<&str> = report
+        .task_results
+        .iter()
+        .map(|t| t.task_id.as_str())
+        .collect();
+    assert_eq!(ids, vec!["list", "m", "reduce"]);
+    let items: Vec<usize> = serde_json::from_str(&report.task_results[1].result).unwrap();
+    assert_eq!(items, (0..n).collect::<Vec<_>>());
 }

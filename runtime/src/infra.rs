@@ -327,36 +327,80 @@ async fn ensure_stream(js: &Context, cfg: stream::Config, mode: Mode) -> Result<
 }
 
 async fn ensure_kv(js: &Context, cfg: kv::Config, mode: Mode) -> Result<kv::Store, RuntimeError> {
+    ensure_bucket(js, cfg, false, mode).await
+}
+
+/// [`ensure_kv`] for a bucket written in atomic batches (the `swarms`
+/// bucket: [`crate::states`]): setup allows them, a role refuses a bucket
+/// that does not.
+async fn ensure_kv_batched(
+    js: &Context,
+    cfg: kv::Config,
+    mode: Mode,
+) -> Result<kv::Store, RuntimeError> {
+    ensure_bucket(js, cfg, true, mode).await
+}
+
+async fn ensure_bucket(
+    js: &Context,
+    cfg: kv::Config,
+    batched: bool,
+    mode: Mode,
+) -> Result<kv::Store, RuntimeError> {
     let what = format!("bucket {}", cfg.bucket);
-    if let Ok(store) = js.get_key_value(&cfg.bucket).await {
-        if mode == Mode::Open {
-            return Ok(store);
-        }
-        // Bring an existing bucket's bounds to this configuration.
-        let stream = format!("KV_{}", cfg.bucket);
-        let mut current = js
-            .get_stream(&stream)
-            .await
-            .map_err(|e| setup_err(&what, e))?;
-        let info = current.info().await.map_err(|e| setup_err(&what, e))?;
-        if info.config.max_age != cfg.max_age || info.config.max_bytes != cfg.max_bytes {
+    let stream = format!("KV_{}", cfg.bucket);
+    let store = match js.get_key_value(&cfg.bucket).await {
+        Ok(store) => store,
+        Err(_) => match js.create_key_value(cfg.clone()).await {
+            Ok(store) => store,
+            // Another process may have created it between our get and create.
+            Err(create_err) => js
+                .get_key_value(&cfg.bucket)
+                .await
+                .map_err(|_| setup_err(&format!("{what} (missing; {RUN_SETUP})"), create_err))?,
+        },
+    };
+    if mode == Mode::Open && !batched {
+        return Ok(store);
+    }
+    let mut current = js
+        .get_stream(&stream)
+        .await
+        .map_err(|e| setup_err(&what, e))?;
+    let info = current.info().await.map_err(|e| setup_err(&what, e))?;
+    let batches_missing = batched && !info.config.allow_atomic_publish;
+    if mode == Mode::Open {
+        if batches_missing {
+            // Made just now (by this process or another one starting with
+            // it), or older than this Swarm: allowed here if this user may,
+            // else setup must.
             let mut updated = info.config.clone();
-            updated.max_age = cfg.max_age;
-            updated.max_bytes = cfg.max_bytes;
+            updated.allow_atomic_publish = true;
             js.update_stream(updated)
                 .await
-                .map_err(|e| setup_err(&what, e))?;
+                .map_err(|e| RuntimeError::ConfigMismatch {
+                    what,
+                    detail: format!(
+                        "it does not take atomic batches ({e}; nats-server 2.12 or later needed); {RUN_SETUP}"
+                    ),
+                })?;
         }
         return Ok(store);
     }
-    match js.create_key_value(cfg.clone()).await {
-        Ok(store) => Ok(store),
-        // Another process may have created it between our get and create.
-        Err(create_err) => js
-            .get_key_value(&cfg.bucket)
+    // Bring the bucket's bounds to this configuration.
+    if info.config.max_age != cfg.max_age
+        || info.config.max_bytes != cfg.max_bytes
+        || batches_missing
+    {
+        let mut updated = info.config.clone();
+        updated.max_age = cfg.max_age;
+        updated.max_bytes = cfg.max_bytes;
+        updated.allow_atomic_publish |= batched;
+        js.update_stream(updated)
             .await
-            .map_err(|_| setup_err(&format!("{what} (missing; {RUN_SETUP})"), create_err)),
+            .map_err(|e| setup_err(&what, e))?;
     }
+    Ok(store)
 }
 
 impl Infra {
@@ -421,7 +465,7 @@ impl Infra {
             max_bytes: keep.bucket_bytes,
             ..Default::default()
         };
-        let swarms = ensure_kv(
+        let swarms = ensure_kv_batched(
             &js,
             bucket(
                 subjects::SWARMS_BUCKET,

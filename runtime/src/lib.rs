@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod retry;
 pub mod shutdown;
 pub mod skills;
+pub mod states;
 pub mod telemetry;
 pub mod trace;
 pub mod version;

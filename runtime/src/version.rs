@@ -1,13 +1,15 @@
 //! The oldest nats-server Swarm runs on, and the check every binary makes.
 //!
-//! 2.11 is the floor: older servers lack pinned consumers (the manager's
-//! priority group), and Debian's 2.9.10 has a clustered compare-and-swap
-//! bug (ARCHITECTURE.md, "The NATS server").
+//! 2.12 is the floor: older servers lack atomic batches (a large swarm's
+//! state write: docs/decisions.md, "Large swarms in chunks"), 2.10 and
+//! older pinned consumers (the manager's priority group), and Debian's
+//! 2.9.10 has a clustered compare-and-swap bug (ARCHITECTURE.md, "The NATS
+//! server").
 
 use crate::RuntimeError;
 
 /// The oldest supported server, as (major, minor).
-pub const MIN_SERVER: (u64, u64) = (2, 11);
+pub const MIN_SERVER: (u64, u64) = (2, 12);
 
 /// Parses `major.minor.patch[-pre]` into numbers.
 pub fn parse(version: &str) -> Option<(u64, u64, u64)> {
@@ -42,11 +44,12 @@ mod tests {
         assert!(check("2.9.10").is_err());
         assert!(check("2.10.26").is_err());
         assert!(check("garbage").is_err());
-        assert!(check("2.11.0").is_ok());
+        assert!(check("2.11.6").is_err(), "no atomic batches");
+        assert!(check("2.12.0").is_ok());
         assert!(check("2.12.8").is_ok());
         assert!(check("2.14.0-RC.1").is_ok());
         assert!(check("3.0.0").is_ok());
         let msg = check("2.9.10").unwrap_err().to_string();
-        assert!(msg.contains("2.9.10") && msg.contains("2.11.0"), "{msg}");
+        assert!(msg.contains("2.9.10") && msg.contains("2.12.0"), "{msg}");
     }
 }

@@ -11,7 +11,7 @@ pub fn dev_nats_conf() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../nats.conf"))
 }
 
-/// A nats-server >= 2.11 with JetStream on a free port of 127.0.0.1, with
+/// A nats-server >= 2.12 with JetStream on a free port of 127.0.0.1, with
 /// its store and log in its own temporary directory and the dev `nats.conf`.
 /// Killed on `Drop`.
 #[derive(Debug)]

@@ -29,8 +29,8 @@ async fn jetstream_messages_survive_a_killed_server() {
     let client = server.client().await;
     let version = client.server_info().version;
     assert!(
-        at_least(&version, 2, 11),
-        "nats-server {version} is older than 2.11"
+        at_least(&version, 2, 12),
+        "nats-server {version} is older than 2.12"
     );
 
     let js = jetstream::new(client.clone());

@@ -125,9 +125,16 @@ impl NatsCollaborator {
             };
             while let Some(entry) = watch.next().await {
                 let Ok(entry) = entry else { break };
-                let Ok(state) = Codec::MsgPack.decode::<SwarmState>(&entry.value) else {
+                let Ok(mut state) = Codec::MsgPack.decode::<SwarmState>(&entry.value) else {
                     continue;
                 };
+                if state.chunks.is_some() {
+                    // A large swarm's tasks are in chunks beside its entry.
+                    match swarm_runtime::states::load(&self.swarms, &self.swarm_id).await {
+                        Ok(Some((whole, _))) => state = whole,
+                        _ => continue,
+                    }
+                }
                 let status =
                     collaborate::ask_status(&state, &a.task_id, a.attempt, a.revision, ask);
                 if status != AskStatus::Waiting {

@@ -423,9 +423,16 @@ async fn follow_swarm(g: &Gateway, id: &str, tx: &mpsc::Sender<Event>) -> anyhow
                 if written(&entry, subjects::SWARMS_BUCKET).is_none() {
                     continue;
                 }
-                let Ok(s) = Codec::MsgPack.decode::<SwarmState>(&entry.payload) else {
+                let Ok(mut s) = Codec::MsgPack.decode::<SwarmState>(&entry.payload) else {
                     continue;
                 };
+                if s.chunks.is_some() {
+                    // A large swarm's tasks are in chunks beside its entry.
+                    match swarm_client::client::state(&client, id).await {
+                        Ok(Some(whole)) => s = whole,
+                        _ => continue,
+                    }
+                }
                 for e in changes(&mut sent, &s) {
                     send(Some(e)).await?;
                 }

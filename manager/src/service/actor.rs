@@ -21,7 +21,7 @@ use anyhow::Context as _;
 use async_nats::jetstream::{self, AckKind};
 use chrono::Utc;
 use swarm_runtime::trace;
-use swarm_runtime::wire;
+use swarm_runtime::{states, wire};
 use tokio::sync::mpsc;
 use tracing::{Instrument as _, debug, warn};
 
@@ -113,6 +113,7 @@ pub(super) async fn run(
         let span = swarm.batch_span(&batch);
         let events = batch.into_iter().map(|m| swarm.admit(m)).collect();
         let epoch = ctx.pin_epoch.load(Ordering::SeqCst);
+        swarm.keep_if_current(&ctx, epoch).await;
         swarm
             .drive(&ctx, &mut rx, Input::Batch { epoch, events })
             .instrument(span)
@@ -175,6 +176,21 @@ impl Swarm {
             let id = self.driver.state()?.trace_id.as_deref()?;
             trace::Cause::in_trace(id)
         })
+    }
+
+    /// If the driver would read its cached state again for this batch (a
+    /// pin was given since, or it is large: [`Driver::cache_to_check`]) and
+    /// the stored entry is still at the cached revision (one small read),
+    /// no other replica wrote it meanwhile and the cache stays.
+    async fn keep_if_current(&mut self, ctx: &Ctx, epoch: u64) {
+        let Some(revision) = self.driver.cache_to_check(epoch) else {
+            return;
+        };
+        if let Ok(Some(entry)) = ctx.infra.swarms.entry(&self.swarm_id).await
+            && entry.revision == revision
+        {
+            self.driver.still_current(epoch);
+        }
     }
 
     /// Takes an event in: the driver knows it by its id from now on.
@@ -402,8 +418,8 @@ async fn execute(
             revision,
             confirm,
             alongside,
-        } => Input::Written(
-            write(
+        } => {
+            let written = write(
                 ctx,
                 swarm_id,
                 driver.state(),
@@ -412,9 +428,21 @@ async fn execute(
                 &confirm,
                 alongside,
             )
-            .await
-            .map_err(failure),
-        ),
+            .await;
+            // What was stored is the driver's state as it is: it is marked
+            // stored before the driver hears of the write.
+            Input::Written(match written {
+                Ok(Some(w)) => {
+                    let revision = w.revision;
+                    if let Some(state) = driver.state_mut() {
+                        w.settle(state);
+                    }
+                    Ok(Some(revision))
+                }
+                Ok(None) => Ok(None),
+                Err(e) => Err(failure(e)),
+            })
+        }
         Request::Send(assigns) => Input::Sent(
             outbox::send(ctx, swarm_id, results, assigns)
                 .await
@@ -447,7 +475,7 @@ async fn write(
     revision: u64,
     confirm: &Posted<wire::Posted>,
     alongside: Option<Vec<Assignment>>,
-) -> anyhow::Result<Option<u64>> {
+) -> anyhow::Result<Option<states::Written>> {
     let state = state.context("no state to write")?;
     outbox::confirm_posted(ctx, confirm).await?;
     let Some(assigns) = alongside else {

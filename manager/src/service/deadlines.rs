@@ -40,7 +40,7 @@ async fn scan(ctx: &Ctx) -> anyhow::Result<()> {
     let mut keys = ctx.infra.swarms.keys().await.context("listing swarms")?;
     while let Some(key) = keys.next().await {
         let key = key.context("listing swarms")?;
-        if crate::poison::is_mark(&key) {
+        if crate::poison::is_mark(&key) || !swarm_runtime::states::is_state_key(&key) {
             continue;
         }
         if let Some((state, _)) = store::load(ctx, &key).await? {

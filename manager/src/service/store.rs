@@ -1,42 +1,21 @@
-//! Where a swarm's state is kept: one key per swarm in the `swarms` bucket,
-//! read whole and written whole by compare-and-swap, and the swarm's
-//! deployment in the A2AP stream, which stands in for a state not yet
-//! written (docs/decisions.md, "One key per swarm state").
+//! Where a swarm's state is kept: the `swarms` bucket, one entry per swarm
+//! (and chunks of a large swarm's tasks beside it: [`states`]), written by
+//! compare-and-swap; and the swarm's deployment in the A2AP stream, which
+//! stands in for a state not yet written (docs/decisions.md, "One key per
+//! swarm state").
 //!
 //! Reads and writes only: whether a state is read, written or dropped is
 //! the driver's to decide ([`crate::driver`]).
 
 use anyhow::Context as _;
-use async_nats::jetstream::kv;
-use bytes::Bytes;
-use swarm_common::{Codec, SwarmDeployment, SwarmState, subjects};
-use swarm_runtime::wire;
+use swarm_common::{SwarmDeployment, SwarmState, subjects};
+use swarm_runtime::{states, wire};
 
 use super::Ctx;
 
-fn encode_state(state: &SwarmState) -> anyhow::Result<Bytes> {
-    // About 530 bytes a task (see BENCHMARKS.md), so the buffer seldom regrows.
-    let hint = 1024 + state.tasks.len() * 640;
-    Ok(Bytes::from(Codec::MsgPack.encode_sized(state, hint)?))
-}
-
 /// The swarm's stored state and its revision, if it has one.
 pub(super) async fn load(ctx: &Ctx, swarm_id: &str) -> anyhow::Result<Option<(SwarmState, u64)>> {
-    let entry = ctx
-        .infra
-        .swarms
-        .entry(swarm_id)
-        .await
-        .context("reading swarm state")?;
-    match entry {
-        Some(e) if e.operation == kv::Operation::Put => {
-            let state: SwarmState = Codec::MsgPack
-                .decode(&e.value)
-                .context("decoding stored swarm state")?;
-            Ok(Some((state, e.revision)))
-        }
-        _ => Ok(None),
-    }
+    states::load(&ctx.infra.swarms, swarm_id).await
 }
 
 /// Stores `state` if the key is still at `revision` (0: must not exist).
@@ -45,22 +24,8 @@ pub(super) async fn store(
     ctx: &Ctx,
     state: &SwarmState,
     revision: u64,
-) -> anyhow::Result<Option<u64>> {
-    let bytes = encode_state(state)?;
-    let swarms = &ctx.infra.swarms;
-    if revision == 0 {
-        match swarms.create(&state.swarm_id, bytes).await {
-            Ok(r) => Ok(Some(r)),
-            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(None),
-            Err(e) => Err(anyhow::Error::new(e).context("creating swarm state")),
-        }
-    } else {
-        match swarms.update(&state.swarm_id, bytes, revision).await {
-            Ok(r) => Ok(Some(r)),
-            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(None),
-            Err(e) => Err(anyhow::Error::new(e).context("updating swarm state")),
-        }
-    }
+) -> anyhow::Result<Option<states::Written>> {
+    states::store(&ctx.infra.js, &ctx.infra.swarms, state, revision).await
 }
 
 /// The swarm's deployment as stored in the A2AP stream, with its sequence,
